@@ -1,0 +1,696 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// EngineOptions size the moving parts of one run.
+type EngineOptions struct {
+	// RowsPerRequest is the raw-series limit per variable.
+	RowsPerRequest int
+	// VariablesPerRequest packs this many variables into one raw-series POST.
+	VariablesPerRequest int
+	// MaxInFlight is the number of concurrent API requests.
+	MaxInFlight int
+	// BatchRows, BatchBytes and BatchAge decide when an INSERT is sent.
+	BatchRows  int
+	BatchBytes int
+	BatchAge   time.Duration
+	// InsertWorkers is the number of concurrent INSERTs (connections).
+	InsertWorkers int
+	// RequestAttempts bounds how often one raw-series request is tried when
+	// it fails after its response started (a body cut mid-stream); failures
+	// before the response are retried by the Source itself.
+	RequestAttempts int
+	// RetryWait is the pause before such a re-try.
+	RetryWait time.Duration
+	// Floor is the earliest timestamp (POSIX ms) requests may reach; it
+	// moves forward when the service rejects a range as past its retention.
+	Floor int64
+}
+
+func (o *EngineOptions) defaults() {
+	if o.RowsPerRequest <= 0 {
+		o.RowsPerRequest = 10000
+	}
+	if o.VariablesPerRequest <= 0 {
+		o.VariablesPerRequest = 50
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 4
+	}
+	if o.BatchRows <= 0 {
+		o.BatchRows = 100000
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 64 << 20
+	}
+	if o.BatchAge <= 0 {
+		o.BatchAge = 5 * time.Second
+	}
+	if o.InsertWorkers <= 0 {
+		o.InsertWorkers = 2
+	}
+	if o.RequestAttempts <= 0 {
+		o.RequestAttempts = 5
+	}
+	if o.RetryWait <= 0 {
+		o.RetryWait = 500 * time.Millisecond
+	}
+}
+
+// RetryableError is implemented by errors that a later attempt may not
+// repeat (network failures, 5xx, 429, bodies cut mid-stream). The source's
+// error types implement it; the pipeline decides by type, never by text.
+type RetryableError interface {
+	error
+	Retryable() bool
+}
+
+// RetentionError is implemented by the source's error for a range that
+// reaches past the account's retention window (code 403003).
+type RetentionError interface {
+	error
+	RetentionExceeded() bool
+}
+
+// IsRetryable reports whether err says a retry may succeed.
+func IsRetryable(err error) bool {
+	var r RetryableError
+	return errors.As(err, &r) && r.Retryable()
+}
+
+// IsRetention reports whether err is a retention-window rejection.
+func IsRetention(err error) bool {
+	var r RetentionError
+	return errors.As(err, &r) && r.RetentionExceeded()
+}
+
+// TargetError is the failure of one variable in a run.
+type TargetError struct {
+	Variable Variable
+	Start    int64
+	End      int64
+	Err      error
+}
+
+func (e *TargetError) Error() string {
+	return fmt.Sprintf("variable %s/%s (%s) window %s..%s: %v", e.Variable.DeviceLabel, e.Variable.Label,
+		e.Variable.ID, msTime(e.Start), msTime(e.End), e.Err)
+}
+
+func (e *TargetError) Unwrap() error { return e.Err }
+
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// RunResult sums up one engine run.
+type RunResult struct {
+	Targets   int
+	Completed int
+	Points    int64
+	Requests  int64
+	Splits    int64
+	Failed    []*TargetError
+	// FloorMovedTo is the retention floor after the run when the service
+	// made it move forward; zero otherwise.
+	FloorMovedTo int64
+	// CommitErr is the error of committing marks, if any.
+	CommitErr error
+}
+
+// MarkFunc decides the mark committed for a completed target: maxTs is the
+// greatest timestamp loaded for it (0 when none). ok false commits nothing.
+type MarkFunc func(t Target, maxTs int64) (m Mark, ok bool)
+
+// IncrementalMark is the MarkFunc of a sync cycle: the mark moves to the
+// greatest loaded timestamp, never backwards, and records the lastActivity the
+// window was read for.
+func IncrementalMark(t Target, maxTs int64) (Mark, bool) {
+	return Mark{
+		VariableID:     t.Variable.ID,
+		HwmMs:          max(t.Mark.HwmMs, maxTs),
+		LastActivityMs: t.Variable.LastActivityMs,
+		UpdatedAt:      time.Now().UTC(),
+	}, true
+}
+
+// Engine moves the points of a set of targets from a Source to a Writer and
+// commits their marks.
+type Engine struct {
+	src    Source
+	w      Writer
+	st     StateStore
+	log    *zap.Logger
+	m      *Metrics
+	opts   EngineOptions
+	markFn MarkFunc
+}
+
+// NewEngine wires an engine. metrics and logger may be nil.
+func NewEngine(src Source, w Writer, st StateStore, opts EngineOptions, markFn MarkFunc, logger *zap.Logger, m *Metrics) *Engine {
+	opts.defaults()
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if markFn == nil {
+		markFn = IncrementalMark
+	}
+	return &Engine{src: src, w: w, st: st, log: logger, m: m, opts: opts, markFn: markFn}
+}
+
+type targetState struct {
+	Target
+	start, end int64
+	pending    int
+	maxTs      int64
+	points     int64
+	err        error
+}
+
+type request struct {
+	targets []*targetState
+	start   int64
+	end     int64
+	attempt int
+	// floorMoves counts the retention rejections of this request; the floor
+	// moves in growing steps with it.
+	floorMoves int
+}
+
+// run is the state of one Engine.Run.
+type run struct {
+	e       *Engine
+	ctx     context.Context
+	byID    map[string]*targetState
+	q       *queue
+	chunks  chan *Batch
+	pool    sync.Pool
+	floor   atomic.Int64
+	floorMu sync.Mutex
+	moved   bool
+
+	mu        sync.Mutex
+	commitErr error
+	ready     []Mark
+	failed    []*TargetError
+	complete  int
+	points    atomic.Int64
+	requests  atomic.Int64
+	splits    atomic.Int64
+}
+
+// Run reads every target's window and loads it. It returns when all targets
+// are done or failed, or when ctx is cancelled; in that case the rows already
+// fetched are still loaded and the marks of completed targets committed
+// before it returns.
+func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
+	r := &run{e: e, ctx: ctx, byID: make(map[string]*targetState, len(targets))}
+	r.floor.Store(e.opts.Floor)
+	r.pool.New = func() any { return new(Batch) }
+	states := make([]*targetState, 0, len(targets))
+	for _, t := range targets {
+		ts := &targetState{Target: t, start: t.Start, end: t.End, pending: 1}
+		if _, dup := r.byID[t.Variable.ID]; dup {
+			continue
+		}
+		r.byID[t.Variable.ID] = ts
+		states = append(states, ts)
+	}
+	r.q = newQueue(ctx)
+	for _, req := range Group(states, e.opts.VariablesPerRequest) {
+		r.q.push(req)
+	}
+	r.q.doneAdding()
+
+	r.chunks = make(chan *Batch, e.opts.InsertWorkers)
+	var loaders sync.WaitGroup
+	for range e.opts.InsertWorkers {
+		loaders.Add(1)
+		go func() { defer loaders.Done(); r.loader() }()
+	}
+	commitDone := make(chan struct{})
+	stopCommit := make(chan struct{})
+	go func() { defer close(commitDone); r.committer(stopCommit) }()
+
+	var fetchers sync.WaitGroup
+	for range e.opts.MaxInFlight {
+		fetchers.Add(1)
+		go func() { defer fetchers.Done(); r.fetcher() }()
+	}
+	fetchers.Wait()
+	close(r.chunks)
+	loaders.Wait()
+	close(stopCommit)
+	<-commitDone
+
+	res := RunResult{
+		Targets:  len(states),
+		Points:   r.points.Load(),
+		Requests: r.requests.Load(),
+		Splits:   r.splits.Load(),
+	}
+	r.mu.Lock()
+	res.Completed = r.complete
+	res.Failed = r.failed
+	r.mu.Unlock()
+	// Targets never finished (the run was cancelled) count as failed, so the
+	// caller reports them and their marks stay where they were.
+	for _, ts := range states {
+		if ts.pending > 0 {
+			res.Failed = append(res.Failed, &TargetError{Variable: ts.Variable, Start: ts.start, End: ts.end, Err: context.Cause(ctx)})
+		}
+	}
+	if r.moved {
+		res.FloorMovedTo = r.floor.Load()
+	}
+	res.CommitErr = r.commitErr
+	return res
+}
+
+func (r *run) fetcher() {
+	chunk := r.pool.Get().(*Batch)
+	chunk.Reset()
+	for {
+		req := r.q.pop()
+		if req == nil {
+			break
+		}
+		chunk = r.fetch(req, chunk)
+		r.q.done()
+	}
+	r.handoff(chunk)
+}
+
+// fetch runs one request and returns the chunk to keep appending to.
+func (r *run) fetch(req *request, chunk *Batch) *Batch {
+	if err := r.ctx.Err(); err != nil {
+		r.failRequest(req, context.Cause(r.ctx))
+		return chunk
+	}
+	floor := r.floor.Load()
+	if req.start < floor {
+		req.start = floor
+		for _, t := range req.targets {
+			t.start = max(t.start, floor)
+		}
+	}
+	if req.start > req.end {
+		r.finishRequest(req, nil)
+		return chunk
+	}
+	ids := make([]string, len(req.targets))
+	for i, t := range req.targets {
+		ids[i] = t.Variable.ID
+	}
+	sink := &frameSink{r: r, req: req, chunk: chunk, limit: r.e.opts.RowsPerRequest,
+		reqStart: chunk.Len(), reqBytes: chunk.Bytes, reqSpans: len(chunk.Spans),
+		frameStart: chunk.Len(), frameBytes: chunk.Bytes}
+	r.requests.Add(1)
+	err := r.e.src.Series(r.ctx, SeriesRequest{VariableIDs: ids, Start: req.start, End: req.end, Limit: r.e.opts.RowsPerRequest}, sink)
+	chunk = sink.chunk
+	if err != nil {
+		// Frames of this request not yet handed off are discarded; the whole
+		// request is read again or fails.
+		chunk.Truncate(sink.reqStart)
+		chunk.Bytes = sink.reqBytes
+		r.mu.Lock()
+		for _, sp := range chunk.Spans[sink.reqSpans:] {
+			r.releaseLocked(r.byID[sp.VariableID])
+		}
+		r.mu.Unlock()
+		chunk.Spans = chunk.Spans[:sink.reqSpans]
+		r.retryOrFail(req, err)
+		return chunk
+	}
+	r.finishRequest(req, sink.cut)
+	return chunk
+}
+
+func (r *run) retryOrFail(req *request, err error) {
+	switch {
+	case r.ctx.Err() != nil:
+		r.failRequest(req, context.Cause(r.ctx))
+	case IsRetention(err):
+		r.moveFloor(req, err)
+		r.q.push(req)
+	case IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
+		req.attempt++
+		r.e.log.Warn("raw series request failed, retrying", zap.Int("variables", len(req.targets)),
+			zap.String("from", msTime(req.start)), zap.String("to", msTime(req.end)), zap.Int("attempt", req.attempt), zap.Error(err))
+		if r.e.m != nil {
+			r.e.m.requestRetries.Inc()
+		}
+		t := time.NewTimer(r.e.opts.RetryWait * time.Duration(1<<min(req.attempt, 6)))
+		select {
+		case <-t.C:
+		case <-r.ctx.Done():
+		}
+		t.Stop()
+		r.q.push(req)
+	default:
+		r.failRequest(req, err)
+	}
+}
+
+// moveFloor reacts to a 403003: the account's window is shorter than
+// configured, so the floor moves forward in growing steps until requests are
+// accepted. Points between the old and new floor are out of reach; that is
+// logged once per run.
+func (r *run) moveFloor(req *request, err error) {
+	r.floorMu.Lock()
+	defer r.floorMu.Unlock()
+	cur := r.floor.Load()
+	if req.start < cur {
+		return // another request moved it already; retry at the new floor
+	}
+	step := int64(time.Hour / time.Millisecond)
+	step <<= min(req.floorMoves, 20)
+	req.floorMoves++
+	next := max(cur, req.start) + step
+	r.floor.Store(next)
+	if !r.moved {
+		r.e.log.Warn("the service rejected a range as past its retention window; moving the retention floor forward (set source.retention to the account's real window to avoid this)",
+			zap.String("configured_floor", msTime(r.e.opts.Floor)), zap.String("new_floor", msTime(next)), zap.Error(err))
+	}
+	r.moved = true
+}
+
+func (r *run) failRequest(req *request, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, t := range req.targets {
+		if t.err == nil {
+			t.err = err
+		}
+		r.releaseLocked(t)
+	}
+}
+
+// finishRequest releases the request's hold on its targets and queues the
+// halves of every frame that the limit cut.
+func (r *run) finishRequest(req *request, cut []*targetState) {
+	r.mu.Lock()
+	var bad []*targetState
+	if len(cut) > 0 {
+		if req.end <= req.start {
+			bad = cut
+		} else {
+			mid := req.start + (req.end-req.start)/2
+			for _, t := range cut {
+				t.pending += 2
+			}
+			r.splits.Add(1)
+			// The halves are pushed after unlocking; pending counts them now
+			// so that no target completes in between.
+			defer func() {
+				r.q.push(&request{targets: cut, start: req.start, end: mid})
+				r.q.push(&request{targets: cut, start: mid + 1, end: req.end})
+			}()
+		}
+	}
+	for _, t := range bad {
+		if t.err == nil {
+			t.err = fmt.Errorf("more than %d points in the single millisecond %d: the window cannot be split further; raise sync.rows_per_request", r.e.opts.RowsPerRequest, req.start)
+		}
+	}
+	for _, t := range req.targets {
+		r.releaseLocked(t)
+	}
+	r.mu.Unlock()
+}
+
+// releaseLocked drops one hold on t; the last one completes it.
+func (r *run) releaseLocked(t *targetState) {
+	t.pending--
+	if t.pending > 0 {
+		return
+	}
+	if t.err != nil {
+		r.failed = append(r.failed, &TargetError{Variable: t.Variable, Start: t.start, End: t.end, Err: t.err})
+		return
+	}
+	r.complete++
+	if m, ok := r.e.markFn(t.Target, t.maxTs); ok {
+		r.ready = append(r.ready, m)
+	}
+}
+
+// handoff passes a chunk to the loaders. Each of its spans holds its target
+// from the moment the span is added until the chunk is acknowledged.
+func (r *run) handoff(chunk *Batch) {
+	if chunk.Len() == 0 {
+		chunk.Reset()
+		r.pool.Put(chunk)
+		return
+	}
+	r.chunks <- chunk
+}
+
+func (r *run) loader() {
+	o := r.e.opts
+	var held []*Batch
+	rows, size := 0, 0
+	timer := time.NewTimer(o.BatchAge)
+	defer timer.Stop()
+	flush := func() {
+		if len(held) == 0 {
+			return
+		}
+		// Loads finish even when the run is cancelled: these rows were
+		// fetched, and committing them is what makes a restart cheap.
+		err := r.e.w.Write(context.WithoutCancel(r.ctx), held)
+		r.ack(held, err)
+		for _, c := range held {
+			c.Reset()
+			r.pool.Put(c)
+		}
+		held, rows, size = held[:0], 0, 0
+	}
+	for {
+		select {
+		case c, ok := <-r.chunks:
+			if !ok {
+				flush()
+				return
+			}
+			held = append(held, c)
+			rows += c.Len()
+			size += c.Bytes
+			if rows >= o.BatchRows || size >= o.BatchBytes {
+				flush()
+				timer.Reset(o.BatchAge)
+			}
+		case <-timer.C:
+			flush()
+			timer.Reset(o.BatchAge)
+		}
+	}
+}
+
+func (r *run) ack(chunks []*Batch, err error) {
+	var n int64
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range chunks {
+		for _, s := range c.Spans {
+			t := r.byID[s.VariableID]
+			if err != nil {
+				if t.err == nil {
+					t.err = err
+				}
+			} else {
+				t.maxTs = max(t.maxTs, s.MaxTsMs)
+				t.points += int64(s.Rows)
+				n += int64(s.Rows)
+			}
+			r.releaseLocked(t)
+		}
+	}
+	r.points.Add(n)
+	if r.e.m != nil {
+		r.e.m.pointsLoaded.Add(float64(n))
+	}
+}
+
+// committer writes ready marks every second and once more at the end.
+func (r *run) committer(stop <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			r.commit()
+		case <-stop:
+			r.commit()
+			return
+		}
+	}
+}
+
+func (r *run) commit() {
+	r.mu.Lock()
+	marks := r.ready
+	r.ready = nil
+	r.mu.Unlock()
+	if len(marks) == 0 || r.e.st == nil {
+		return
+	}
+	if err := r.e.st.Commit(context.WithoutCancel(r.ctx), marks); err != nil {
+		r.e.log.Error("committing marks failed; the rows are loaded and the next cycle re-reads them", zap.Int("marks", len(marks)), zap.Error(err))
+		r.mu.Lock()
+		r.commitErr = fmt.Errorf("commit %d marks: %w", len(marks), err)
+		r.mu.Unlock()
+	}
+}
+
+// frameSink appends decoded rows to the fetcher's chunk, drops frames cut by
+// the limit and hands full chunks to the loaders at frame boundaries.
+type frameSink struct {
+	r     *run
+	req   *request
+	chunk *Batch
+	limit int
+
+	// reqStart, reqBytes and reqSpans mark where this request's rows begin
+	// in the current chunk, so a failed request can be discarded.
+	reqStart, reqBytes, reqSpans int
+	frameStart, frameBytes       int
+	frameMax                     int64
+	cut                          []*targetState
+}
+
+const maxChunkRows = 32 << 10
+
+func (s *frameSink) Point(i int, p Point) error {
+	if i < 0 || i >= len(s.req.targets) {
+		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
+	}
+	t := s.req.targets[i]
+	if p.TsMs < t.start {
+		return nil // already loaded by an earlier cycle; the request reached back for a neighbour
+	}
+	v := &t.Variable
+	lat, lng, hasLat, hasLng := LatLng(p.Context)
+	ctx := "{}"
+	if len(p.Context) > 2 {
+		ctx = string(p.Context)
+	}
+	b := s.chunk
+	b.VariableID = append(b.VariableID, v.ID)
+	b.DeviceID = append(b.DeviceID, v.DeviceID)
+	b.DeviceLabel = append(b.DeviceLabel, v.DeviceLabel)
+	b.VariableLabel = append(b.VariableLabel, v.Label)
+	b.TsMs = append(b.TsMs, p.TsMs)
+	b.Value = append(b.Value, p.Value)
+	b.Context = append(b.Context, ctx)
+	b.Lat = append(b.Lat, lat)
+	b.Lng = append(b.Lng, lng)
+	b.HasLat = append(b.HasLat, hasLat)
+	b.HasLng = append(b.HasLng, hasLng)
+	b.Bytes += 42 + len(v.ID) + len(v.DeviceID) + len(v.DeviceLabel) + len(v.Label) + len(ctx)
+	if p.TsMs > s.frameMax {
+		s.frameMax = p.TsMs
+	}
+	return nil
+}
+
+func (s *frameSink) EndFrame(i int, rows int) error {
+	if i < 0 || i >= len(s.req.targets) {
+		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
+	}
+	t := s.req.targets[i]
+	b := s.chunk
+	if s.limit > 0 && rows >= s.limit {
+		b.Truncate(s.frameStart)
+		b.Bytes = s.frameBytes
+		s.cut = append(s.cut, t)
+	} else if n := b.Len() - s.frameStart; n > 0 {
+		b.Spans = append(b.Spans, Span{VariableID: t.Variable.ID, Rows: n, MaxTsMs: s.frameMax})
+		s.r.mu.Lock()
+		t.pending++
+		s.r.mu.Unlock()
+	}
+	s.frameMax = 0
+	if b.Len() >= maxChunkRows {
+		s.r.handoff(b)
+		b = s.r.pool.Get().(*Batch)
+		b.Reset()
+		s.chunk = b
+		s.reqStart, s.reqBytes, s.reqSpans = 0, 0, 0
+	}
+	s.frameStart, s.frameBytes = b.Len(), b.Bytes
+	return nil
+}
+
+// queue is the work list of requests. Splits add work while fetchers run, so
+// it closes only when nothing is queued and nothing is being worked on.
+type queue struct {
+	mu          sync.Mutex
+	cond        *sync.Cond
+	items       []*request
+	outstanding int
+	adding      bool
+	cancelled   bool
+}
+
+func newQueue(ctx context.Context) *queue {
+	q := &queue{adding: true}
+	q.cond = sync.NewCond(&q.mu)
+	context.AfterFunc(ctx, func() {
+		q.mu.Lock()
+		q.cancelled = true
+		q.mu.Unlock()
+		q.cond.Broadcast()
+	})
+	return q
+}
+
+func (q *queue) push(r *request) {
+	q.mu.Lock()
+	q.items = append(q.items, r)
+	q.outstanding++
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+func (q *queue) doneAdding() {
+	q.mu.Lock()
+	q.adding = false
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// pop returns the next request, or nil when the work is finished or the
+// context cancelled. Every non-nil pop must be followed by done.
+func (q *queue) pop() *request {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && (q.outstanding > 0 || q.adding) && !q.cancelled {
+		q.cond.Wait()
+	}
+	if len(q.items) == 0 || q.cancelled {
+		return nil
+	}
+	r := q.items[0]
+	q.items[0] = nil
+	q.items = q.items[1:]
+	return r
+}
+
+// done marks one popped request finished; a request re-queued before done
+// keeps the queue open.
+func (q *queue) done() {
+	q.mu.Lock()
+	q.outstanding--
+	if q.outstanding <= 0 {
+		q.cond.Broadcast()
+	}
+	q.mu.Unlock()
+}

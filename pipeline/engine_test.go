@@ -1,0 +1,330 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+)
+
+// memSource serves series from memory with the service's limit rule, and
+// returns the rows of a cut frame in a random order: the spec does not say
+// which rows a cut frame keeps.
+type memSource struct {
+	mu       sync.Mutex
+	points   map[string][]Point
+	floor    int64 // the service's real retention floor
+	failOnce map[string]error
+	requests int
+	rng      *rand.Rand
+}
+
+type retryErr struct{}
+
+func (retryErr) Error() string   { return "connection reset" }
+func (retryErr) Retryable() bool { return true }
+
+type retentionErr struct{}
+
+func (retentionErr) Error() string           { return "403003 retention" }
+func (retentionErr) RetentionExceeded() bool { return true }
+
+func (s *memSource) Devices(context.Context, func(Device) error) error { return nil }
+func (s *memSource) Variables(context.Context, Device, func(Variable) error) error {
+	return nil
+}
+
+func (s *memSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
+	s.mu.Lock()
+	s.requests++
+	if req.Start < s.floor {
+		s.mu.Unlock()
+		return retentionErr{}
+	}
+	key := fmt.Sprint(req.VariableIDs, req.Start, req.End)
+	if err := s.failOnce[key]; err != nil {
+		delete(s.failOnce, key)
+		// Deliver part of the response first, as a body cut mid-stream does.
+		if pts := s.points[req.VariableIDs[0]]; len(pts) > 0 {
+			_ = sink.Point(0, pts[0])
+		}
+		s.mu.Unlock()
+		return err
+	}
+	s.mu.Unlock()
+	for i, id := range req.VariableIDs {
+		var in []Point
+		for _, p := range s.points[id] {
+			if p.TsMs >= req.Start && p.TsMs <= req.End {
+				in = append(in, p)
+			}
+		}
+		if req.Limit > 0 && len(in) > req.Limit {
+			s.mu.Lock()
+			s.rng.Shuffle(len(in), func(a, b int) { in[a], in[b] = in[b], in[a] })
+			s.mu.Unlock()
+			in = in[:req.Limit]
+		}
+		for _, p := range in {
+			if err := sink.Point(i, p); err != nil {
+				return err
+			}
+		}
+		if err := sink.EndFrame(i, len(in)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type memWriter struct {
+	mu     sync.Mutex
+	rows   map[string]map[int64]Row
+	writes int
+	fail   error
+}
+
+func (w *memWriter) Write(_ context.Context, chunks []*Batch) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fail != nil {
+		return w.fail
+	}
+	w.writes++
+	for _, c := range chunks {
+		for i := range c.Len() {
+			if w.rows[c.VariableID[i]] == nil {
+				w.rows[c.VariableID[i]] = map[int64]Row{}
+			}
+			w.rows[c.VariableID[i]][c.TsMs[i]] = Row{VariableID: c.VariableID[i], TsMs: c.TsMs[i], Value: c.Value[i], Context: c.Context[i],
+				Lat: c.Lat[i], HasLat: c.HasLat[i], Lng: c.Lng[i], HasLng: c.HasLng[i], DeviceLabel: c.DeviceLabel[i]}
+		}
+	}
+	return nil
+}
+
+type memStore struct {
+	mu    sync.Mutex
+	marks map[string]Mark
+}
+
+func (s *memStore) Load(context.Context) (map[string]Mark, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[string]Mark, len(s.marks))
+	for k, v := range s.marks {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (s *memStore) Commit(_ context.Context, marks []Mark) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range marks {
+		if old, ok := s.marks[m.VariableID]; ok && old.HwmMs > m.HwmMs {
+			m.HwmMs = old.HwmMs
+		}
+		s.marks[m.VariableID] = m
+	}
+	return nil
+}
+
+func fixture(nVars, nPoints int, start int64) (*memSource, []Target) {
+	src := &memSource{points: map[string][]Point{}, failOnce: map[string]error{}, rng: rand.New(rand.NewPCG(1, 2))}
+	var targets []Target
+	for v := range nVars {
+		id := fmt.Sprintf("v%03d", v)
+		for p := range nPoints {
+			ctx := []byte("{}")
+			if v%2 == 1 {
+				ctx = []byte(fmt.Sprintf(`{"lat":%d.5,"lng":-%d.25}`, p, v))
+			}
+			src.points[id] = append(src.points[id], Point{TsMs: start + int64(p)*1000 + int64(v), Value: float64(p), Context: ctx})
+		}
+		targets = append(targets, Target{Variable: Variable{ID: id, Label: "var" + id, DeviceID: "d1", DeviceLabel: "dev"}, Start: start, End: start + int64(nPoints)*1000 + 1000})
+	}
+	return src, targets
+}
+
+func checkLoaded(t *testing.T, src *memSource, w *memWriter, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		want := src.points[id]
+		got := w.rows[id]
+		if len(got) != len(want) {
+			t.Errorf("variable %s: loaded %d distinct points, source has %d", id, len(got), len(want))
+			continue
+		}
+		for _, p := range want {
+			r, ok := got[p.TsMs]
+			if !ok || r.Value != p.Value || r.Context != string(p.Context) {
+				t.Errorf("variable %s ts %d: got %+v (present %v), want value %v context %s", id, p.TsMs, r, ok, p.Value, p.Context)
+				return
+			}
+			lat, lng, hasLat, hasLng := LatLng(p.Context)
+			if r.HasLat != hasLat || r.HasLng != hasLng || r.Lat != lat || r.Lng != lng {
+				t.Errorf("variable %s ts %d: lat/lng %v/%v %v/%v, want %v/%v %v/%v", id, p.TsMs, r.Lat, r.HasLat, r.Lng, r.HasLng, lat, hasLat, lng, hasLng)
+				return
+			}
+		}
+	}
+}
+
+func TestEngineReReadsFramesCutByLimitInAnyOrder(t *testing.T) {
+	src, targets := fixture(7, 1000, 1_700_000_000_000)
+	w := &memWriter{rows: map[string]map[int64]Row{}}
+	st := &memStore{marks: map[string]Mark{}}
+	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 64, VariablesPerRequest: 3, MaxInFlight: 3, BatchRows: 500, InsertWorkers: 2}, nil, nil, nil)
+	res := e.Run(context.Background(), targets)
+	if len(res.Failed) != 0 {
+		t.Fatalf("failed targets: %v", res.Failed)
+	}
+	if res.Splits == 0 {
+		t.Fatalf("no frame was split with a limit of 64 over 1000 points")
+	}
+	var ids []string
+	for _, tg := range targets {
+		ids = append(ids, tg.Variable.ID)
+	}
+	checkLoaded(t, src, w, ids)
+	for _, id := range ids {
+		pts := src.points[id]
+		if got, want := st.marks[id].HwmMs, pts[len(pts)-1].TsMs; got != want {
+			t.Errorf("mark of %s = %d, want the greatest loaded timestamp %d", id, got, want)
+		}
+	}
+	if res.Points != 7000 {
+		t.Errorf("reported %d points loaded, want 7000 (cut frames must not be loaded)", res.Points)
+	}
+}
+
+func TestEngineRetriesRequestCutMidStream(t *testing.T) {
+	src, targets := fixture(2, 10, 1_700_000_000_000)
+	src.failOnce[fmt.Sprint([]string{"v000", "v001"}, targets[0].Start, targets[0].End)] = retryErr{}
+	w := &memWriter{rows: map[string]map[int64]Row{}}
+	st := &memStore{marks: map[string]Mark{}}
+	e := NewEngine(src, w, st, EngineOptions{VariablesPerRequest: 10, RetryWait: time.Millisecond}, nil, nil, nil)
+	res := e.Run(context.Background(), targets)
+	if len(res.Failed) != 0 || src.requests != 2 {
+		t.Fatalf("failed=%v requests=%d, want no failure after 2 requests", res.Failed, src.requests)
+	}
+	checkLoaded(t, src, w, []string{"v000", "v001"})
+}
+
+func TestEngineFailedWriteKeepsMarks(t *testing.T) {
+	src, targets := fixture(3, 10, 1_700_000_000_000)
+	w := &memWriter{rows: map[string]map[int64]Row{}, fail: errors.New("clickhouse down")}
+	st := &memStore{marks: map[string]Mark{"v000": {VariableID: "v000", HwmMs: 5}}}
+	res := NewEngine(src, w, st, EngineOptions{}, nil, nil, nil).Run(context.Background(), targets)
+	if len(res.Failed) != 3 {
+		t.Fatalf("%d failed targets, want 3", len(res.Failed))
+	}
+	if len(st.marks) != 1 || st.marks["v000"].HwmMs != 5 {
+		t.Fatalf("marks moved after a failed write: %+v", st.marks)
+	}
+}
+
+func TestEngineMovesFloorOnRetentionRejection(t *testing.T) {
+	src, targets := fixture(4, 100, 1_700_000_000_000)
+	// The account keeps less than configured: the first 30 s are out of reach.
+	src.floor = 1_700_000_030_000
+	w := &memWriter{rows: map[string]map[int64]Row{}}
+	st := &memStore{marks: map[string]Mark{}}
+	e := NewEngine(src, w, st, EngineOptions{Floor: 1_700_000_000_000, VariablesPerRequest: 2}, nil, nil, nil)
+	res := e.Run(context.Background(), targets)
+	if len(res.Failed) != 0 || res.FloorMovedTo <= src.floor {
+		t.Fatalf("failed=%v floor=%d, want success with the floor past %d", res.Failed, res.FloorMovedTo, src.floor)
+	}
+	// Every point at or after the floor reached must be loaded.
+	for id, pts := range src.points {
+		for _, p := range pts {
+			if _, ok := w.rows[id][p.TsMs]; p.TsMs >= res.FloorMovedTo && !ok {
+				t.Fatalf("%s: point %d after the moved floor %d was not loaded", id, p.TsMs, res.FloorMovedTo)
+			}
+		}
+	}
+	if src.requests > 20 {
+		t.Fatalf("%d requests: the floor should move in growing steps", src.requests)
+	}
+}
+
+func TestEngineCancelledRunCommitsOnlyCompleted(t *testing.T) {
+	src, targets := fixture(20, 50, 1_700_000_000_000)
+	w := &memWriter{rows: map[string]map[int64]Row{}}
+	st := &memStore{marks: map[string]Mark{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := NewEngine(src, w, st, EngineOptions{VariablesPerRequest: 1}, nil, nil, nil).Run(ctx, targets)
+	if len(res.Failed) != 20 || len(st.marks) != 0 {
+		t.Fatalf("failed=%d marks=%d after a cancelled run, want 20 failed and no mark", len(res.Failed), len(st.marks))
+	}
+}
+
+func TestPlanWindows(t *testing.T) {
+	const hour = int64(time.Hour / time.Millisecond)
+	floor, end := int64(1000*hour), int64(2000*hour)
+	vars := []Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8}, {ID: "future", LastActivityMs: 1}}
+	marks := map[string]Mark{
+		"marked": {HwmMs: 1500 * hour, LastActivityMs: 3},
+		"idle":   {HwmMs: 1500 * hour, LastActivityMs: 7},
+		"old":    {HwmMs: 10 * hour, LastActivityMs: 3},
+		"future": {HwmMs: 3000 * hour},
+	}
+	got, skipped := Plan(vars, marks, PlanOptions{Lookback: time.Hour, Floor: floor, End: end, SkipIdle: true})
+	want := map[string]int64{"new": floor, "marked": 1499 * hour, "old": floor, "future": end - hour}
+	if skipped != 1 || len(got) != len(want) {
+		t.Fatalf("skipped %d, planned %d, want 1 and %d", skipped, len(got), len(want))
+	}
+	for _, tg := range got {
+		if tg.Start != want[tg.Variable.ID] || tg.End != end {
+			t.Errorf("%s: window %d..%d, want %d..%d", tg.Variable.ID, tg.Start, tg.End, want[tg.Variable.ID], end)
+		}
+	}
+}
+
+func TestShardsPartitionVariables(t *testing.T) {
+	seen := map[string]int{}
+	for i := range 3 {
+		for v := range 300 {
+			if InShard(fmt.Sprint("var", v), i, 3) {
+				seen[fmt.Sprint("var", v)]++
+			}
+		}
+	}
+	counts := []int{}
+	for _, n := range seen {
+		counts = append(counts, n)
+	}
+	sort.Ints(counts)
+	if len(seen) != 300 || counts[0] != 1 || counts[len(counts)-1] != 1 {
+		t.Fatalf("shards must cover each variable exactly once: %d covered, counts %v..%v", len(seen), counts[0], counts[len(counts)-1])
+	}
+}
+
+func TestLatLng(t *testing.T) {
+	cases := []struct {
+		in             string
+		lat, lng       float64
+		hasLat, hasLng bool
+	}{
+		{`{}`, 0, 0, false, false},
+		{`{"lat":1.5,"lng":-2}`, 1.5, -2, true, true},
+		{`{"lng":3e2,"x":{"lat":9},"lat":-0.25}`, -0.25, 300, true, true},
+		{`{"lat":"1.5","lng":null}`, 0, 0, false, false},
+		{`{"a":[1,{"b":"}"}],"lat":4}`, 4, 0, true, false},
+		{`{"lat":1`, 0, 0, false, false},
+		{`[1,2]`, 0, 0, false, false},
+		{`{ "lat" : 7 , "lng" : 8 }`, 7, 8, true, true},
+	}
+	for _, c := range cases {
+		lat, lng, hl, hg := LatLng([]byte(c.in))
+		if lat != c.lat || lng != c.lng || hl != c.hasLat || hg != c.hasLng {
+			t.Errorf("LatLng(%s) = %v %v %v %v, want %v %v %v %v", c.in, lat, lng, hl, hg, c.lat, c.lng, c.hasLat, c.hasLng)
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package pipeline
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the pipeline's Prometheus metrics. None carries a per-variable
+// or per-device label: fleets have 10^5 variables and more.
+type Metrics struct {
+	pointsLoaded        prometheus.Counter
+	requestRetries      prometheus.Counter
+	cycles              *prometheus.CounterVec
+	cycleDuration       prometheus.Histogram
+	lastCycleStart      prometheus.Gauge
+	lastSuccess         prometheus.Gauge
+	lastCycleSuccess    prometheus.Gauge
+	variablesFailed     prometheus.Gauge
+	variablesSynced     prometheus.Gauge
+	lag                 prometheus.Histogram
+	lagMax              prometheus.Gauge
+	lagging             prometheus.Gauge
+	lagThreshold        prometheus.Gauge
+	scheduleInterval    prometheus.Gauge
+	retentionFloorMoved prometheus.Counter
+}
+
+// NewMetrics creates the pipeline metrics and registers them on reg (nil
+// registers nothing, for tests that do not look at metrics).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		pointsLoaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_points_loaded_total",
+			Help: "Data points loaded into ClickHouse and acknowledged."}),
+		requestRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_series_request_retries_total",
+			Help: "Raw-series requests read again after their response failed mid-stream."}),
+		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetsync_cycles_total",
+			Help: "Sync cycles by result (success, failure)."}, []string{"result"}),
+		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetsync_cycle_duration_seconds",
+			Help: "Duration of sync cycles.", Buckets: prometheus.ExponentialBuckets(1, 2, 14)}),
+		lastCycleStart: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_last_cycle_start_timestamp_seconds",
+			Help: "Unix time the last cycle started."}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_last_success_timestamp_seconds",
+			Help: "Unix time the last fully successful cycle ended."}),
+		lastCycleSuccess: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_last_cycle_success",
+			Help: "1 when the last cycle synced every variable, 0 otherwise."}),
+		variablesFailed: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_variables_failed",
+			Help: "Variables that failed in the last cycle."}),
+		variablesSynced: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_variables_synced",
+			Help: "Variables in scope in the last cycle."}),
+		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetsync_sync_lag_seconds",
+			Help:    "Per-variable sync lag observed at the end of each cycle: the source's lastActivity minus the high-water mark, 0 when caught up.",
+			Buckets: []float64{0, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400}}),
+		lagMax: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_sync_lag_max_seconds",
+			Help: "Greatest per-variable sync lag at the end of the last cycle."}),
+		lagging: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_variables_lagging",
+			Help: "Variables whose lag exceeds metrics.lag_threshold at the end of the last cycle."}),
+		lagThreshold: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_lag_threshold_seconds",
+			Help: "The configured lag threshold (metrics.lag_threshold)."}),
+		scheduleInterval: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_schedule_interval_seconds",
+			Help: "The period of sync.schedule, for alerts on missing cycles."}),
+		retentionFloorMoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_retention_floor_moved_total",
+			Help: "Cycles in which the service rejected the configured retention window and the floor moved forward."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.pointsLoaded, m.requestRetries, m.cycles, m.cycleDuration, m.lastCycleStart, m.lastSuccess,
+			m.lastCycleSuccess, m.variablesFailed, m.variablesSynced, m.lag, m.lagMax, m.lagging, m.lagThreshold,
+			m.scheduleInterval, m.retentionFloorMoved)
+	}
+	return m
+}
+
+// SetScheduleInterval publishes the cron period for alerting.
+func (m *Metrics) SetScheduleInterval(seconds float64) { m.scheduleInterval.Set(seconds) }

@@ -1,0 +1,97 @@
+package pipeline
+
+import (
+	"hash/fnv"
+	"sort"
+	"time"
+)
+
+// Target is one variable to read in a cycle, with its window.
+type Target struct {
+	Variable Variable
+	// Start and End are the window in POSIX ms, both inclusive.
+	Start, End int64
+	// Mark is the variable's stored mark (zero when it has none).
+	Mark    Mark
+	HasMark bool
+}
+
+// PlanOptions shape the windows of a cycle.
+type PlanOptions struct {
+	// Lookback is how far behind each mark a cycle re-reads, for late points.
+	Lookback time.Duration
+	// Floor is the earliest timestamp a request may reach (POSIX ms): the
+	// account's retention limit plus a safety margin.
+	Floor int64
+	// End is the upper bound of every window (POSIX ms), normally "now".
+	End int64
+	// SkipIdle drops variables whose lastActivity equals the one recorded at
+	// their last successful read: they have nothing new.
+	SkipIdle bool
+	// ShardIndex and ShardCount split the variables across workers by a
+	// stable hash of the variable id. ShardCount 0 or 1 means no sharding.
+	ShardIndex, ShardCount int
+}
+
+// InShard reports whether the variable belongs to the shard. The hash is
+// stable across releases and processes, so a variable never changes worker
+// unless the shard count changes.
+func InShard(variableID string, index, count int) bool {
+	if count <= 1 {
+		return true
+	}
+	h := fnv.New32a()
+	h.Write([]byte(variableID))
+	return int(h.Sum32()%uint32(count)) == index
+}
+
+// Plan turns the in-scope variables and their marks into targets. It returns
+// the targets to read and the number of variables skipped as idle.
+func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Target, skipped int) {
+	lookback := o.Lookback.Milliseconds()
+	for _, v := range vars {
+		if !InShard(v.ID, o.ShardIndex, o.ShardCount) {
+			continue
+		}
+		m, ok := marks[v.ID]
+		if o.SkipIdle && ok && v.LastActivityMs != 0 && v.LastActivityMs == m.LastActivityMs {
+			skipped++
+			continue
+		}
+		start := o.Floor
+		if ok && m.HwmMs > 0 && m.HwmMs-lookback > start {
+			start = m.HwmMs - lookback
+		}
+		if start > o.End {
+			// A mark in the future (a skewed clock when it was written): re-read
+			// the lookback before now instead of nothing at all.
+			start = max(o.End-lookback, o.Floor)
+		}
+		targets = append(targets, Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok})
+	}
+	return targets, skipped
+}
+
+// Group packs targets into requests of at most perRequest variables. Targets
+// are sorted by window start so that variables with close starts share a
+// request; the request's window is the union of its targets' windows. Rows
+// below a target's own start are harmless: the table deduplicates them.
+func Group(targets []*targetState, perRequest int) []*request {
+	if perRequest < 1 {
+		perRequest = 1
+	}
+	sorted := make([]*targetState, len(targets))
+	copy(sorted, targets)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].start < sorted[j].start })
+	var reqs []*request
+	for i := 0; i < len(sorted); i += perRequest {
+		part := sorted[i:min(i+perRequest, len(sorted))]
+		r := &request{targets: part, start: part[0].start, end: part[0].end}
+		for _, t := range part {
+			r.start = min(r.start, t.start)
+			r.end = max(r.end, t.end)
+		}
+		reqs = append(reqs, r)
+	}
+	return reqs
+}

@@ -1,0 +1,408 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Scope restricts the sync to part of the fleet. Empty fields select all.
+// The service ignores filters it does not understand and would then return
+// everything, so scope is always applied on our side.
+type Scope struct {
+	// Devices are device ids or ~labels.
+	Devices []string
+	// Tags selects devices carrying any of these tags.
+	Tags []string
+	// Groups are device group ids or ~labels; their member devices are in scope.
+	Groups []string
+	// Organizations are organization ids or ~labels; their devices are in scope.
+	Organizations []string
+}
+
+// Empty reports whether the scope selects the whole fleet.
+func (s Scope) Empty() bool {
+	return len(s.Devices) == 0 && len(s.Tags) == 0 && len(s.Groups) == 0 && len(s.Organizations) == 0
+}
+
+// ScopeResolver is the part of a Source that resolves group and organization
+// scopes to device ids.
+type ScopeResolver interface {
+	GroupDeviceIDs(ctx context.Context, group string) ([]string, error)
+	OrganizationDeviceIDs(ctx context.Context, org string) ([]string, error)
+}
+
+// MetadataWriter stores the metadata snapshot of each cycle.
+type MetadataWriter interface {
+	WriteDevices(ctx context.Context, devices []Device, syncedAt time.Time) error
+	WriteVariables(ctx context.Context, vars []Variable, syncedAt time.Time) error
+}
+
+// SyncOptions configure cycles and backfills.
+type SyncOptions struct {
+	Engine EngineOptions
+	// Retention is the account's data-retention window; Margin keeps every
+	// request that far inside it, so none is rejected for clock drift.
+	Retention time.Duration
+	Margin    time.Duration
+	Lookback  time.Duration
+	SkipIdle  bool
+	// ShardIndex and ShardCount split the variables across workers.
+	ShardIndex, ShardCount int
+	Scope                  Scope
+	LagThreshold           time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Syncer runs sync cycles and backfills.
+type Syncer struct {
+	src  Source
+	w    Writer
+	meta MetadataWriter
+	st   StateStore
+	log  *zap.Logger
+	m    *Metrics
+	opts SyncOptions
+}
+
+// NewSyncer wires a Syncer. meta, logger and metrics may be nil.
+func NewSyncer(src Source, w Writer, meta MetadataWriter, st StateStore, opts SyncOptions, logger *zap.Logger, m *Metrics) *Syncer {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if m != nil {
+		m.lagThreshold.Set(opts.LagThreshold.Seconds())
+	}
+	return &Syncer{src: src, w: w, meta: meta, st: st, log: logger, m: m, opts: opts}
+}
+
+// Summary reports one cycle or backfill.
+type Summary struct {
+	Started   time.Time
+	Duration  time.Duration
+	Devices   int
+	Variables int
+	Skipped   int
+	Targets   int
+	Completed int
+	Points    int64
+	Requests  int64
+	Splits    int64
+	Failed    []*TargetError
+	// FloorMovedTo is set when the service's retention was shorter than
+	// configured and the floor moved forward.
+	FloorMovedTo time.Time
+	LagMax       time.Duration
+	Lagging      int
+}
+
+// Floor is the earliest timestamp a request may reach at now.
+func (s *Syncer) Floor(now time.Time) int64 {
+	return now.Add(-s.opts.Retention).Add(s.opts.Margin).UnixMilli()
+}
+
+// Cycle runs one complete sync: metadata walk, plan, extract and load, commit.
+// The error is for failures of the whole cycle; failures of single variables
+// are in Summary.Failed while the others' progress is kept.
+func (s *Syncer) Cycle(ctx context.Context) (Summary, error) {
+	now := s.opts.Now()
+	sum := Summary{Started: now}
+	if s.m != nil {
+		s.m.lastCycleStart.Set(float64(now.UnixNano()) / 1e9)
+	}
+	err := s.cycle(ctx, now, &sum)
+	sum.Duration = s.opts.Now().Sub(now)
+	s.observe(&sum, err)
+	return sum, err
+}
+
+func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
+	devices, vars, err := s.Walk(ctx, s.opts.Scope)
+	if err != nil {
+		return err
+	}
+	sum.Devices, sum.Variables = len(devices), len(vars)
+	if s.meta != nil {
+		if err := s.writeMetadata(ctx, devices, vars, now); err != nil {
+			return err
+		}
+	}
+	marks, err := s.st.Load(ctx)
+	if err != nil {
+		return fmt.Errorf("load marks: %w", err)
+	}
+	floor := s.Floor(now)
+	targets, skipped := Plan(vars, marks, PlanOptions{
+		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle,
+		ShardIndex: s.opts.ShardIndex, ShardCount: s.opts.ShardCount,
+	})
+	sum.Skipped = skipped
+	s.log.Info("cycle planned", zap.Int("devices", len(devices)), zap.Int("variables", len(vars)),
+		zap.Int("to_read", len(targets)), zap.Int("idle", skipped), zap.String("floor", msTime(floor)))
+	eo := s.opts.Engine
+	eo.Floor = floor
+	res := NewEngine(s.src, s.w, s.st, eo, IncrementalMark, s.log, s.m).Run(ctx, targets)
+	s.absorb(sum, res)
+	if res.CommitErr != nil {
+		return res.CommitErr
+	}
+	if err := s.lag(ctx, vars, now, sum); err != nil {
+		s.log.Warn("computing sync lag failed", zap.Error(err))
+	}
+	return nil
+}
+
+func (s *Syncer) absorb(sum *Summary, res RunResult) {
+	sum.Targets, sum.Completed = res.Targets, res.Completed
+	sum.Points, sum.Requests, sum.Splits = res.Points, res.Requests, res.Splits
+	sum.Failed = res.Failed
+	if res.FloorMovedTo != 0 {
+		sum.FloorMovedTo = time.UnixMilli(res.FloorMovedTo).UTC()
+		if s.m != nil {
+			s.m.retentionFloorMoved.Inc()
+		}
+	}
+}
+
+// Backfill re-extracts [from, to] (POSIX ms, inclusive) for the in-scope
+// variables, or those of the given devices. A mark moves only where the
+// backfill joined up with it: when the backfilled range starts at or below
+// the mark, everything up to the new mark is loaded.
+func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string) (Summary, error) {
+	now := s.opts.Now()
+	sum := Summary{Started: now}
+	scope := s.opts.Scope
+	if len(devices) > 0 {
+		scope = Scope{Devices: devices}
+	}
+	_, vars, err := s.Walk(ctx, scope)
+	if err != nil {
+		return sum, err
+	}
+	sum.Variables = len(vars)
+	marks, err := s.st.Load(ctx)
+	if err != nil {
+		return sum, fmt.Errorf("load marks: %w", err)
+	}
+	floor := s.Floor(now)
+	start, end := max(from, floor), min(to, now.UnixMilli())
+	if start > end {
+		return sum, fmt.Errorf("backfill range %s..%s lies outside the retention window (from %s) or in the future", msTime(from), msTime(to), msTime(floor))
+	}
+	var targets []Target
+	for _, v := range vars {
+		if !InShard(v.ID, s.opts.ShardIndex, s.opts.ShardCount) {
+			continue
+		}
+		m, ok := marks[v.ID]
+		targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok})
+	}
+	markFn := func(t Target, maxTs int64) (Mark, bool) {
+		joined := (t.HasMark && t.Start <= t.Mark.HwmMs) || (!t.HasMark && t.Start <= floor)
+		if !joined || maxTs <= t.Mark.HwmMs {
+			return Mark{}, false
+		}
+		return Mark{VariableID: t.Variable.ID, HwmMs: maxTs, LastActivityMs: t.Mark.LastActivityMs, UpdatedAt: time.Now().UTC()}, true
+	}
+	eo := s.opts.Engine
+	eo.Floor = floor
+	res := NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
+	s.absorb(&sum, res)
+	sum.Duration = s.opts.Now().Sub(now)
+	return sum, res.CommitErr
+}
+
+// Walk lists the in-scope devices and their variables.
+func (s *Syncer) Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error) {
+	keep, err := s.scopeFilter(ctx, scope)
+	if err != nil {
+		return nil, nil, err
+	}
+	var devices []Device
+	err = s.src.Devices(ctx, func(d Device) error {
+		if keep(d) {
+			devices = append(devices, d)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list devices: %w", err)
+	}
+	// Each device's variables are one or more list requests; run them with
+	// the same concurrency as data requests.
+	perDevice := make([][]Variable, len(devices))
+	errs := make([]error, len(devices))
+	sem := make(chan struct{}, max(1, s.opts.Engine.MaxInFlight))
+	var wg sync.WaitGroup
+	for i, d := range devices {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = s.src.Variables(ctx, d, func(v Variable) error {
+				v.DeviceID, v.DeviceLabel = d.ID, d.Label
+				perDevice[i] = append(perDevice[i], v)
+				return nil
+			})
+			if errs[i] != nil {
+				errs[i] = fmt.Errorf("list variables of device %s (%s): %w", d.Label, d.ID, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, err
+	}
+	var vars []Variable
+	seen := make(map[string]bool)
+	for _, vs := range perDevice {
+		for _, v := range vs {
+			if !seen[v.ID] {
+				seen[v.ID] = true
+				vars = append(vars, v)
+			}
+		}
+	}
+	return devices, vars, nil
+}
+
+func (s *Syncer) scopeFilter(ctx context.Context, scope Scope) (func(Device) bool, error) {
+	if scope.Empty() {
+		return func(Device) bool { return true }, nil
+	}
+	ids := make(map[string]bool)
+	if len(scope.Groups)+len(scope.Organizations) > 0 {
+		r, ok := s.src.(ScopeResolver)
+		if !ok {
+			return nil, errors.New("scope by device group or organization needs a source that can list them")
+		}
+		for _, g := range scope.Groups {
+			got, err := r.GroupDeviceIDs(ctx, g)
+			if err != nil {
+				return nil, fmt.Errorf("resolve device group %s: %w", g, err)
+			}
+			for _, id := range got {
+				ids[id] = true
+			}
+		}
+		for _, o := range scope.Organizations {
+			got, err := r.OrganizationDeviceIDs(ctx, o)
+			if err != nil {
+				return nil, fmt.Errorf("resolve organization %s: %w", o, err)
+			}
+			for _, id := range got {
+				ids[id] = true
+			}
+		}
+	}
+	return func(d Device) bool {
+		if ids[d.ID] {
+			return true
+		}
+		for _, k := range scope.Devices {
+			if k == d.ID || (len(k) > 1 && k[0] == '~' && k[1:] == d.Label) {
+				return true
+			}
+		}
+		for _, t := range scope.Tags {
+			if slices.Contains(d.Tags, t) {
+				return true
+			}
+		}
+		return false
+	}, nil
+}
+
+func (s *Syncer) writeMetadata(ctx context.Context, devices []Device, vars []Variable, now time.Time) error {
+	if err := s.meta.WriteDevices(ctx, devices, now); err != nil {
+		return fmt.Errorf("store device metadata: %w", err)
+	}
+	if err := s.meta.WriteVariables(ctx, vars, now); err != nil {
+		return fmt.Errorf("store variable metadata: %w", err)
+	}
+	return nil
+}
+
+// VariableLag is the lag of one variable.
+type VariableLag struct {
+	Variable Variable
+	Mark     Mark
+	HasMark  bool
+	Lag      time.Duration
+}
+
+// Lag computes each variable's lag: how far the warehouse trails the source.
+// A variable whose last activity was read is caught up (lag 0), however old
+// that activity is: an idle device is not lagging. Otherwise the lag is the
+// source's lastActivity minus the high-water mark (or minus the retention
+// floor when nothing was loaded yet). Worst first.
+func Lag(vars []Variable, marks map[string]Mark, floor int64) []VariableLag {
+	out := make([]VariableLag, 0, len(vars))
+	for _, v := range vars {
+		m, ok := marks[v.ID]
+		vl := VariableLag{Variable: v, Mark: m, HasMark: ok}
+		switch {
+		case v.LastActivityMs == 0:
+		case ok && m.LastActivityMs >= v.LastActivityMs:
+		default:
+			base := max(m.HwmMs, floor)
+			if d := v.LastActivityMs - base; d > 0 {
+				vl.Lag = time.Duration(d) * time.Millisecond
+			}
+		}
+		out = append(out, vl)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Lag > out[j].Lag })
+	return out
+}
+
+func (s *Syncer) lag(ctx context.Context, vars []Variable, now time.Time, sum *Summary) error {
+	marks, err := s.st.Load(ctx)
+	if err != nil {
+		return err
+	}
+	lags := Lag(vars, marks, s.Floor(now))
+	for _, l := range lags {
+		if l.Lag > sum.LagMax {
+			sum.LagMax = l.Lag
+		}
+		if s.opts.LagThreshold > 0 && l.Lag > s.opts.LagThreshold {
+			sum.Lagging++
+		}
+		if s.m != nil {
+			s.m.lag.Observe(l.Lag.Seconds())
+		}
+	}
+	if s.m != nil {
+		s.m.lagMax.Set(sum.LagMax.Seconds())
+		s.m.lagging.Set(float64(sum.Lagging))
+	}
+	return nil
+}
+
+func (s *Syncer) observe(sum *Summary, err error) {
+	if s.m == nil {
+		return
+	}
+	s.m.cycleDuration.Observe(sum.Duration.Seconds())
+	s.m.variablesFailed.Set(float64(len(sum.Failed)))
+	s.m.variablesSynced.Set(float64(sum.Variables))
+	if err == nil && len(sum.Failed) == 0 {
+		s.m.cycles.WithLabelValues("success").Inc()
+		s.m.lastCycleSuccess.Set(1)
+		s.m.lastSuccess.Set(float64(s.opts.Now().UnixNano()) / 1e9)
+		return
+	}
+	s.m.cycles.WithLabelValues("failure").Inc()
+	s.m.lastCycleSuccess.Set(0)
+}

@@ -1,0 +1,115 @@
+// Package pipeline holds fleetsync's domain types and the sync itself: it plans
+// per-variable windows, moves points from a Source to a Writer with bounded
+// memory, and commits high-water marks to a StateStore only after ClickHouse has
+// acknowledged the rows below them.
+//
+// The adapters (extract/fleetapi, load/clickhouse, state) depend on this package;
+// it depends on none of them.
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Device is a data source of the fleet as the Platform API describes it.
+type Device struct {
+	ID          string
+	Label       string
+	Name        string
+	Description string
+	URL         string
+	// Properties is the device's free-form metadata as a JSON object text.
+	Properties json.RawMessage
+	Tags       []string
+	CreatedAt  time.Time
+	// LastActivityMs is POSIX milliseconds; zero when the source did not say.
+	LastActivityMs int64
+	// Organization is the owning organization's id when known (from an
+	// organization's device listing); empty otherwise.
+	Organization string
+}
+
+// Variable is one time-series channel of a device.
+type Variable struct {
+	ID          string
+	Label       string
+	Name        string
+	DeviceID    string
+	DeviceLabel string
+	// Properties is the variable's metadata as a JSON object text.
+	Properties     json.RawMessage
+	CreatedAt      time.Time
+	LastActivityMs int64
+}
+
+// Point is one decoded data point. Context is the point's context object as
+// compact JSON text ("{}" when empty); it is only valid during the callback
+// that receives the Point, because decoders reuse their buffers.
+type Point struct {
+	TsMs    int64
+	Value   float64
+	Context []byte
+}
+
+// SeriesRequest asks the source for the raw series of several variables over
+// one closed window. Start and End are POSIX milliseconds, both inclusive, and
+// are always both set so that the service's implicit 100-point cap never
+// applies.
+type SeriesRequest struct {
+	VariableIDs []string
+	Start       int64
+	End         int64
+	// Limit is the per-variable row limit; a frame that returns Limit rows
+	// may have been cut and must be re-read in smaller windows. 0 means none.
+	Limit int
+}
+
+// FrameSink receives a raw-series response frame by frame, in request order.
+// Frame i belongs to SeriesRequest.VariableIDs[i].
+type FrameSink interface {
+	// Point is called once per non-null row of frame i.
+	Point(i int, p Point) error
+	// EndFrame is called after the last row of frame i with the number of
+	// rows the frame held (null rows included), so the caller can tell a
+	// frame cut by the limit.
+	EndFrame(i int, rows int) error
+}
+
+// Source is the Fleet Telemetry Service as the sync needs it.
+type Source interface {
+	// Devices calls fn for every device of the account, paging through all.
+	Devices(ctx context.Context, fn func(Device) error) error
+	// Variables calls fn for every variable of the device.
+	Variables(ctx context.Context, d Device, fn func(Variable) error) error
+	// Series streams the raw series of req into sink.
+	Series(ctx context.Context, req SeriesRequest, sink FrameSink) error
+}
+
+// Mark is the sync position of one variable.
+type Mark struct {
+	VariableID string
+	// HwmMs is the greatest ts_ms loaded and acknowledged for the variable.
+	HwmMs int64
+	// LastActivityMs is the variable's lastActivity as seen by the last
+	// successful read; a variable whose lastActivity has not changed since
+	// has nothing new and can be skipped.
+	LastActivityMs int64
+	UpdatedAt      time.Time
+}
+
+// StateStore keeps the marks. Implementations must never move a mark
+// backwards: Commit keeps the greater HwmMs of the stored and the given mark.
+type StateStore interface {
+	Load(ctx context.Context) (map[string]Mark, error)
+	Commit(ctx context.Context, marks []Mark) error
+}
+
+// Writer loads points into the warehouse.
+type Writer interface {
+	// Write inserts the rows of all chunks as one INSERT and returns once
+	// ClickHouse has acknowledged them. It retries retryable failures itself
+	// and does not retain the chunks after it returns.
+	Write(ctx context.Context, chunks []*Batch) error
+}
