@@ -1,0 +1,207 @@
+// Package config holds fleetsync's configuration: its keys and defaults, the
+// strict YAML loader, the FLEETSYNC_<SECTION>_<KEY> environment overrides and
+// the validation that reports every problem at once.
+//
+// The order is fixed: Default, then the YAML file (an unknown key is an
+// error), then the environment (an unknown FLEETSYNC_ variable is an error),
+// then Validate. Load and Parse do all four and return a usable Config or an
+// error listing every problem, one per line, each naming the key and the fix.
+//
+// Secrets (source.token, clickhouse.password, the credentials of
+// metrics.pushgateway_url) have types that redact themselves whenever they
+// are printed or marshalled, so a Config may be logged as a whole.
+package config
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// State backends accepted by state.backend.
+const (
+	// BackendClickHouse keeps high-water marks in the sync_state table.
+	BackendClickHouse = "clickhouse"
+	// BackendFile keeps high-water marks in the file at state.path.
+	BackendFile = "file"
+)
+
+// Config is the whole fleetsync configuration. Each field is one YAML
+// section; the yaml tags are the contract's key names.
+type Config struct {
+	Source     SourceConfig     `yaml:"source" json:"source"`
+	Sync       SyncConfig       `yaml:"sync" json:"sync"`
+	ClickHouse ClickHouseConfig `yaml:"clickhouse" json:"clickhouse"`
+	State      StateConfig      `yaml:"state" json:"state"`
+	Metrics    MetricsConfig    `yaml:"metrics" json:"metrics"`
+	Log        LogConfig        `yaml:"log" json:"log"`
+}
+
+// SourceConfig says how to reach the Fleet Telemetry Service.
+type SourceConfig struct {
+	// BaseURL is the service root; /api/v2.0 and /api/v1.6 hang below it.
+	BaseURL string `yaml:"base_url" json:"base_url"`
+	// TokenFile holds the API token; the client re-reads it before each cycle
+	// and after every 401. Exactly one of TokenFile and Token is set.
+	TokenFile string `yaml:"token_file" json:"token_file"`
+	// Token is the API token itself.
+	Token Secret `yaml:"token" json:"token"`
+	// Retention is the account's data-retention window.
+	Retention Duration `yaml:"retention" json:"retention"`
+	// RetentionMargin is added to the retention floor (now - Retention) so
+	// that no request reaches past retention while it is in flight.
+	RetentionMargin Duration `yaml:"retention_margin" json:"retention_margin"`
+	// Timeout bounds one HTTP request.
+	Timeout Duration `yaml:"timeout" json:"timeout"`
+	// RetryMaxElapsed is how long a retryable failure is retried.
+	RetryMaxElapsed Duration `yaml:"retry_max_elapsed" json:"retry_max_elapsed"`
+	// RequestsPerSecond limits the request rate; 0 means unlimited.
+	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second"`
+	// PageSize is the page_size of Platform API listings.
+	PageSize int `yaml:"page_size" json:"page_size"`
+}
+
+// SyncConfig shapes the sync cycle: when it runs, what it reads and how much
+// it keeps in flight.
+type SyncConfig struct {
+	// Schedule is the daemon's cron expression (five fields or a descriptor).
+	Schedule string `yaml:"schedule" json:"schedule"`
+	// Lookback is how far behind each high-water mark a cycle re-reads.
+	Lookback Duration `yaml:"lookback" json:"lookback"`
+	// RowsPerRequest is the raw-series limit per variable.
+	RowsPerRequest int `yaml:"rows_per_request" json:"rows_per_request"`
+	// VariablesPerRequest is how many variables one raw-series request asks for.
+	VariablesPerRequest int `yaml:"variables_per_request" json:"variables_per_request"`
+	// MaxInFlight bounds concurrent API requests.
+	MaxInFlight int `yaml:"max_in_flight" json:"max_in_flight"`
+	// BatchRows and BatchAge decide when an insert batch is sent.
+	BatchRows int      `yaml:"batch_rows" json:"batch_rows"`
+	BatchAge  Duration `yaml:"batch_age" json:"batch_age"`
+	// InsertWorkers bounds concurrent ClickHouse inserts.
+	InsertWorkers int `yaml:"insert_workers" json:"insert_workers"`
+	// SkipIdle skips variables with no activity after their high-water mark.
+	SkipIdle bool `yaml:"skip_idle" json:"skip_idle"`
+	// ShardIndex and ShardCount split the variables among instances.
+	ShardIndex int `yaml:"shard_index" json:"shard_index"`
+	ShardCount int `yaml:"shard_count" json:"shard_count"`
+	// LeaseTTL is how long a cycle's lease lasts without renewal.
+	LeaseTTL Duration `yaml:"lease_ttl" json:"lease_ttl"`
+	// Devices, DeviceGroups, Organizations and DeviceTags restrict the scope;
+	// entries are ids or ~labels (tags are plain). Empty restricts nothing.
+	Devices       []string `yaml:"devices" json:"devices"`
+	DeviceGroups  []string `yaml:"device_groups" json:"device_groups"`
+	Organizations []string `yaml:"organizations" json:"organizations"`
+	DeviceTags    []string `yaml:"device_tags" json:"device_tags"`
+	// Events are the events (ids or ~labels) whose logs are synced.
+	Events []string `yaml:"events" json:"events"`
+}
+
+// ClickHouseConfig says how to reach the warehouse.
+type ClickHouseConfig struct {
+	// Addr lists host:port addresses of the native protocol.
+	Addr     []string `yaml:"addr" json:"addr"`
+	Database string   `yaml:"database" json:"database"`
+	Username string   `yaml:"username" json:"username"`
+	Password Secret   `yaml:"password" json:"password"`
+	// PasswordFile holds the password; at most one of Password and
+	// PasswordFile is set.
+	PasswordFile string `yaml:"password_file" json:"password_file"`
+	// TablePrefix is prepended to every table name.
+	TablePrefix     string   `yaml:"table_prefix" json:"table_prefix"`
+	DialTimeout     Duration `yaml:"dial_timeout" json:"dial_timeout"`
+	InsertTimeout   Duration `yaml:"insert_timeout" json:"insert_timeout"`
+	RetryMaxElapsed Duration `yaml:"retry_max_elapsed" json:"retry_max_elapsed"`
+}
+
+// StateConfig says where high-water marks are kept.
+type StateConfig struct {
+	// Backend is BackendClickHouse or BackendFile.
+	Backend string `yaml:"backend" json:"backend"`
+	// Path is the state file; required with BackendFile only.
+	Path string `yaml:"path" json:"path"`
+}
+
+// MetricsConfig says where metrics are served and pushed.
+type MetricsConfig struct {
+	// Listen is the address of /metrics, /healthz and /readyz.
+	Listen string `yaml:"listen" json:"listen"`
+	// PushgatewayURL, when set, is where `fleetsync sync` pushes its metrics.
+	PushgatewayURL SecretURL `yaml:"pushgateway_url" json:"pushgateway_url"`
+	// Job and Instance are the Pushgateway grouping labels; an empty Instance
+	// means the host name (resolved by the caller, not here).
+	Job          string   `yaml:"job" json:"job"`
+	Instance     string   `yaml:"instance" json:"instance"`
+	LagThreshold Duration `yaml:"lag_threshold" json:"lag_threshold"`
+}
+
+// LogConfig chooses the log level and encoding.
+type LogConfig struct {
+	// Level is debug, info, warn or error.
+	Level string `yaml:"level" json:"level"`
+	// Format is auto (console on a terminal, JSON otherwise), json or console.
+	Format string `yaml:"format" json:"format"`
+}
+
+// Default returns the configuration every file starts from. It is not valid
+// on its own: source.base_url and one of source.token_file and source.token
+// have no default.
+func Default() *Config {
+	return &Config{
+		Source: SourceConfig{
+			Retention:         Duration(730 * day),
+			RetentionMargin:   Duration(time.Hour),
+			Timeout:           Duration(30 * time.Second),
+			RetryMaxElapsed:   Duration(2 * time.Minute),
+			RequestsPerSecond: 0,
+			PageSize:          100,
+		},
+		Sync: SyncConfig{
+			Schedule:            "*/5 * * * *",
+			Lookback:            Duration(time.Hour),
+			RowsPerRequest:      10000,
+			VariablesPerRequest: 50,
+			MaxInFlight:         4,
+			BatchRows:           100000,
+			BatchAge:            Duration(5 * time.Second),
+			InsertWorkers:       2,
+			SkipIdle:            true,
+			ShardIndex:          0,
+			ShardCount:          1,
+			LeaseTTL:            Duration(2 * time.Minute),
+		},
+		ClickHouse: ClickHouseConfig{
+			Addr:            []string{"127.0.0.1:9000"},
+			Database:        "fleet",
+			Username:        "default",
+			DialTimeout:     Duration(5 * time.Second),
+			InsertTimeout:   Duration(2 * time.Minute),
+			RetryMaxElapsed: Duration(time.Minute),
+		},
+		State: StateConfig{Backend: BackendClickHouse},
+		Metrics: MetricsConfig{
+			Listen:       ":9464",
+			Job:          "fleetsync",
+			LagThreshold: Duration(15 * time.Minute),
+		},
+		Log: LogConfig{Level: "info", Format: "auto"},
+	}
+}
+
+// Redacted returns the configuration as YAML with every secret replaced by
+// "<redacted>", for `fleetsync` to print and for debug logs.
+func (c *Config) Redacted() string {
+	var b strings.Builder
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(c); err != nil {
+		// Only a type the encoder cannot handle gets here, which a test
+		// rules out; say so rather than print a half document.
+		return fmt.Sprintf("# configuration not printable: %v\n", err)
+	}
+	if err := enc.Close(); err != nil {
+		return fmt.Sprintf("# configuration not printable: %v\n", err)
+	}
+	return b.String()
+}

@@ -1,0 +1,119 @@
+package config
+
+// Example returns a complete, commented configuration file: every key with
+// its default, except source.base_url and source.token_file, which have no
+// default and show sample values. It parses as is (a test keeps it so), and
+// it is what the README shows and what `fleetsync` prints for a new setup.
+func Example() string { return example }
+
+const example = `# fleetsync configuration.
+#
+# Every key below shows its default; a key left out, or left empty, keeps it.
+# Every key may be overridden by an environment variable FLEETSYNC_<SECTION>_<KEY>
+# in upper case, e.g. FLEETSYNC_SOURCE_TOKEN or FLEETSYNC_SYNC_LOOKBACK=2h; lists
+# are comma-separated (FLEETSYNC_CLICKHOUSE_ADDR=ch1:9000,ch2:9000).
+# Durations are Go durations (300ms, 90s, 1h30m) plus d for days (730d, 1d12h).
+# Unknown keys and unknown FLEETSYNC_ variables are errors.
+
+source:
+  # The Fleet Telemetry Service root; the API paths /api/v2.0 and /api/v1.6
+  # hang below it. Required. No credentials and no query string in it.
+  base_url: http://127.0.0.1:8080
+  # A file holding the API token, re-read before each cycle and after every
+  # 401, so a rotated token is picked up. Set exactly one of token_file, token.
+  token_file: /run/secrets/fleet-token
+  # The API token itself (or FLEETSYNC_SOURCE_TOKEN). Never logged.
+  token: ""
+  # The account's data-retention window; no request reaches further back.
+  retention: 730d
+  # Added to the retention floor (now - retention), so that no request is
+  # rejected for reaching past retention. Must be shorter than retention.
+  retention_margin: 1h
+  # The longest one HTTP request may take.
+  timeout: 30s
+  # How long a request failing with a network error, 5xx or 429 is retried.
+  retry_max_elapsed: 2m
+  # Requests per second to the service, all workers together; 0 is unlimited.
+  requests_per_second: 0
+  # Page size of the Platform API listings (devices, variables), 1 to 1000.
+  page_size: 100
+
+sync:
+  # When "fleetsync run" starts a cycle: a cron expression of five fields, or
+  # a descriptor such as @hourly or "@every 10m". "fleetsync sync" ignores it.
+  schedule: "*/5 * * * *"
+  # How far behind each high-water mark every cycle re-reads, for late points.
+  lookback: 1h
+  # The raw-series limit per variable; a frame that returns this many rows
+  # may have been cut and is re-read in smaller windows.
+  rows_per_request: 10000
+  # Variables asked for in one raw-series request, 1 to 1000.
+  variables_per_request: 50
+  # API requests in flight at once, 1 to 64.
+  max_in_flight: 4
+  # An insert is sent when the batch holds batch_rows rows or is batch_age old.
+  batch_rows: 100000
+  batch_age: 5s
+  # ClickHouse inserts in flight at once, 1 to 16.
+  insert_workers: 2
+  # Skip variables with no activity after their high-water mark.
+  skip_idle: true
+  # Split the variables among shard_count instances; this one is number
+  # shard_index, counted from 0.
+  shard_index: 0
+  shard_count: 1
+  # How long a cycle's lease lasts without renewal; it keeps two instances
+  # from syncing the same variables at once.
+  lease_ttl: 2m
+  # Restrict the sync to these devices (ids or ~labels), device groups and
+  # organizations (ids or ~labels) and device tags. A device is in scope when
+  # any entry selects it (the lists are a union). Empty restricts nothing.
+  devices: []
+  device_groups: []
+  organizations: []
+  device_tags: []
+  # Events (ids or ~labels) whose logs are synced too. Empty: none.
+  events: []
+
+clickhouse:
+  # Servers, native protocol (usually port 9000, not the HTTP port 8123).
+  addr: ["127.0.0.1:9000"]
+  # The database holding the tables; "fleetsync migrate" creates them.
+  database: fleet
+  username: default
+  # The password (or FLEETSYNC_CLICKHOUSE_PASSWORD), or a file holding it;
+  # at most one of the two. Never logged.
+  password: ""
+  password_file: ""
+  # Prepended to every table name, e.g. fs_ gives fs_datapoints.
+  table_prefix: ""
+  # The longest opening a connection and one insert may take.
+  dial_timeout: 5s
+  insert_timeout: 2m
+  # How long a failing insert is retried.
+  retry_max_elapsed: 1m
+
+state:
+  # Where the high-water marks live: clickhouse (table sync_state) or file.
+  backend: clickhouse
+  # The state file; required with backend file, and only then.
+  path: ""
+
+metrics:
+  # Where "fleetsync run" serves /metrics, /healthz and /readyz.
+  listen: ":9464"
+  # When set, "fleetsync sync" pushes its metrics there before it exits,
+  # e.g. http://pushgateway:9091. A user:password@ in it is never printed.
+  pushgateway_url: ""
+  # The Pushgateway grouping labels; an empty instance means the host name.
+  job: fleetsync
+  instance: ""
+  # A variable whose high-water mark is further behind than this counts as lagging.
+  lag_threshold: 15m
+
+log:
+  # debug, info, warn or error.
+  level: info
+  # auto (console on a terminal, JSON otherwise), json or console.
+  format: auto
+`

@@ -1,0 +1,246 @@
+package fleetsim
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// The control interface under /_sim/: JSON over HTTP, no authentication,
+// never affected by faults and never counted. docs/fleetsim.md lists it.
+
+// faultsJSON is Faults with durations as Go duration strings ("250ms").
+type faultsJSON struct {
+	Latency       string  `json:"latency"`
+	ErrorRate     float64 `json:"error_rate"`
+	RateLimitRate float64 `json:"rate_limit_rate"`
+	RetryAfter    string  `json:"retry_after"`
+	CutRate       float64 `json:"cut_rate"`
+	SlowHeaders   string  `json:"slow_headers"`
+	SlowRate      float64 `json:"slow_rate"`
+	Seed          int64   `json:"seed"`
+}
+
+func toFaultsJSON(f Faults) faultsJSON {
+	return faultsJSON{
+		Latency: f.Latency.String(), ErrorRate: f.ErrorRate, RateLimitRate: f.RateLimitRate, RetryAfter: f.RetryAfter,
+		CutRate: f.CutRate, SlowHeaders: f.SlowHeaders.String(), SlowRate: f.SlowRate, Seed: f.Seed,
+	}
+}
+
+func (fj faultsJSON) faults() (Faults, error) {
+	f := Faults{ErrorRate: fj.ErrorRate, RateLimitRate: fj.RateLimitRate, RetryAfter: fj.RetryAfter, CutRate: fj.CutRate, SlowRate: fj.SlowRate, Seed: fj.Seed}
+	var err error
+	if fj.Latency != "" {
+		if f.Latency, err = time.ParseDuration(fj.Latency); err != nil {
+			return f, fmt.Errorf("latency: %w", err)
+		}
+	}
+	if fj.SlowHeaders != "" {
+		if f.SlowHeaders, err = time.ParseDuration(fj.SlowHeaders); err != nil {
+			return f, fmt.Errorf("slow_headers: %w", err)
+		}
+	}
+	return f, checkFaults(f)
+}
+
+type controlError struct {
+	status int
+	msg    string
+}
+
+func (e *controlError) Error() string { return e.msg }
+
+func badRequest(format string, a ...any) error {
+	return &controlError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, a...)}
+}
+
+func decodeStrict(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBodySize))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("body: %v", err)
+	}
+	return nil
+}
+
+func (s *Sim) serveControl(w http.ResponseWriter, r *http.Request) {
+	path := strings.Trim(strings.TrimPrefix(r.URL.Path, "/_sim"), "/")
+	seg := strings.Split(path, "/")
+	result, status, err := s.control(r, seg)
+	if err != nil {
+		var ce *controlError
+		status = http.StatusInternalServerError
+		switch {
+		case errors.As(err, &ce):
+			status = ce.status
+		case errors.Is(err, ErrNotFound):
+			status = http.StatusNotFound
+		case errors.Is(err, ErrConflict):
+			status = http.StatusConflict
+		}
+		writeJSON(w, status, map[string]any{"error": err.Error()})
+		return
+	}
+	if result == nil {
+		w.WriteHeader(status)
+		return
+	}
+	writeJSON(w, status, result)
+}
+
+type pointJSON struct {
+	Timestamp *int64         `json:"timestamp"`
+	Value     *float64       `json:"value"`
+	Context   map[string]any `json:"context"`
+}
+
+// control dispatches one control request; a nil result means no body.
+func (s *Sim) control(r *http.Request, seg []string) (any, int, error) {
+	m := r.Method
+	n := len(seg)
+	notAllowed := &controlError{status: http.StatusMethodNotAllowed, msg: fmt.Sprintf("%s not allowed on %s", m, r.URL.Path)}
+	switch {
+	case n == 1 && seg[0] == "info":
+		s.mu.RLock()
+		nd, nv := len(s.devices), len(s.vars)
+		s.mu.RUnlock()
+		return map[string]any{
+			"start_ms": s.start.UnixMilli(), "now_ms": s.now().UnixMilli(), "retention_floor_ms": s.floorMs(),
+			"retention": s.retention.String(), "token_ttl": s.tokenTTL.String(), "devices": nd, "variables": nv,
+			"seed": s.opts.Seed, "count_as_bool": s.opts.CountAsBool,
+		}, http.StatusOK, nil
+	case n == 1 && seg[0] == "counters":
+		switch m {
+		case http.MethodGet:
+			return s.Counters(), http.StatusOK, nil
+		case http.MethodDelete:
+			s.ResetCounters()
+			return nil, http.StatusNoContent, nil
+		}
+		return nil, 0, notAllowed
+	case n == 2 && seg[0] == "counters" && seg[1] == "reset":
+		if m != http.MethodPost {
+			return nil, 0, notAllowed
+		}
+		s.ResetCounters()
+		return nil, http.StatusNoContent, nil
+	case n == 1 && seg[0] == "faults":
+		switch m {
+		case http.MethodGet:
+			return toFaultsJSON(s.CurrentFaults()), http.StatusOK, nil
+		case http.MethodPut, http.MethodPost:
+			var fj faultsJSON
+			if err := decodeStrict(r, &fj); err != nil {
+				return nil, 0, err
+			}
+			f, err := fj.faults()
+			if err != nil {
+				return nil, 0, badRequest("faults: %v", err)
+			}
+			s.SetFaults(f)
+			return toFaultsJSON(s.CurrentFaults()), http.StatusOK, nil
+		case http.MethodDelete:
+			s.SetFaults(Faults{})
+			return nil, http.StatusNoContent, nil
+		}
+		return nil, 0, notAllowed
+	case n == 1 && seg[0] == "devices":
+		switch m {
+		case http.MethodGet:
+			return s.Devices(), http.StatusOK, nil
+		case http.MethodPost:
+			var body struct {
+				Label     string `json:"label"`
+				Variables int    `json:"variables"`
+			}
+			if err := decodeStrict(r, &body); err != nil {
+				return nil, 0, err
+			}
+			d, err := s.AddDevice(body.Label, body.Variables)
+			if err != nil && !errors.Is(err, ErrConflict) {
+				return nil, 0, badRequest("%v", err)
+			}
+			return d, http.StatusCreated, err
+		}
+		return nil, 0, notAllowed
+	case n == 2 && seg[0] == "devices":
+		if m != http.MethodDelete {
+			return nil, 0, notAllowed
+		}
+		return nil, http.StatusNoContent, s.DeleteDevice(seg[1])
+	case n == 3 && seg[0] == "variables" && seg[2] == "points":
+		switch m {
+		case http.MethodGet:
+			pts := s.Points(seg[1])
+			if pts == nil && s.PointCount(seg[1]) < 0 {
+				return nil, 0, fmt.Errorf("variable %s: %w", seg[1], ErrNotFound)
+			}
+			if pts == nil {
+				pts = []SimPoint{}
+			}
+			return pts, http.StatusOK, nil
+		case http.MethodPost:
+			var body []pointJSON
+			if err := decodeStrict(r, &body); err != nil {
+				return nil, 0, err
+			}
+			pts := make([]SimPoint, 0, len(body))
+			for i, p := range body {
+				if p.Timestamp == nil || p.Value == nil {
+					return nil, 0, badRequest("point %d: timestamp and value are required", i)
+				}
+				pts = append(pts, SimPoint{TimestampMs: *p.Timestamp, Value: *p.Value, Context: p.Context})
+			}
+			if err := s.AddPoints(seg[1], pts); err != nil {
+				return nil, 0, err
+			}
+			return map[string]any{"added": len(pts)}, http.StatusOK, nil
+		}
+		return nil, 0, notAllowed
+	case n == 1 && seg[0] == "groups" && m == http.MethodGet:
+		return s.Groups(), http.StatusOK, nil
+	case n == 1 && seg[0] == "organizations" && m == http.MethodGet:
+		return s.Organizations(), http.StatusOK, nil
+	case n == 1 && seg[0] == "events" && m == http.MethodGet:
+		return s.Events(), http.StatusOK, nil
+	case n == 1 && seg[0] == "tokens":
+		if m != http.MethodPost {
+			return nil, 0, notAllowed
+		}
+		var body struct {
+			Token string `json:"token"`
+			Kind  string `json:"kind"`
+			TTL   string `json:"ttl"`
+		}
+		if err := decodeStrict(r, &body); err != nil {
+			return nil, 0, err
+		}
+		if body.Token == "" {
+			return nil, 0, badRequest("token must not be empty")
+		}
+		kind, err := ParseTokenKind(body.Kind)
+		if err != nil {
+			return nil, 0, badRequest("%v", err)
+		}
+		var ttl time.Duration
+		if body.TTL != "" {
+			if ttl, err = time.ParseDuration(body.TTL); err != nil {
+				return nil, 0, badRequest("ttl: %v", err)
+			}
+		}
+		s.AddToken(body.Token, kind, ttl)
+		return nil, http.StatusNoContent, nil
+	case n == 2 && seg[0] == "tokens" && seg[1] == "expire":
+		if m != http.MethodPost {
+			return nil, 0, notAllowed
+		}
+		s.ExpireTokens()
+		return nil, http.StatusNoContent, nil
+	}
+	return nil, 0, &controlError{status: http.StatusNotFound, msg: "unknown control endpoint " + r.URL.Path}
+}

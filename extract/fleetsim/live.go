@@ -1,0 +1,107 @@
+package fleetsim
+
+import (
+	"math/rand"
+	"time"
+)
+
+// liveState is live mode's bookkeeping, guarded by Sim.mu.
+type liveState struct {
+	rnd              *rand.Rand
+	newDue, lateDue  float64 // fractional points carried between ticks
+	added, lateAdded int
+}
+
+const liveTick = 100 * time.Millisecond
+
+// runLive adds points at the configured rates until Close.
+func (s *Sim) runLive() {
+	defer close(s.done)
+	s.live.rnd = rand.New(rand.NewSource(s.opts.Seed ^ 0x11fe))
+	t := time.NewTicker(liveTick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case now := <-t.C:
+			dt := now.Sub(last).Seconds()
+			last = now
+			s.liveStep(dt)
+		}
+	}
+}
+
+// liveStep adds the points due after dt seconds.
+func (s *Sim) liveStep(dt float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := &s.live
+	l.newDue += dt * s.opts.Live.PointsPerSecond
+	l.lateDue += dt * s.opts.Live.LatePointsPerSecond
+	maxAge := s.opts.Live.LateMaxAge
+	if maxAge <= 0 {
+		maxAge = 10 * time.Minute
+	}
+	nowMs := s.now().UnixMilli()
+	for ; l.newDue >= 1; l.newDue-- {
+		v := s.randomVariable()
+		if v == nil {
+			break
+		}
+		ts := nowMs
+		if newest, ok := v.ser.newestTs(); ok && newest >= ts {
+			ts = newest + 1
+		}
+		s.addLivePoint(v, ts, nowMs)
+		l.added++
+	}
+	for ; l.lateDue >= 1; l.lateDue-- {
+		v := s.randomVariable()
+		if v == nil {
+			break
+		}
+		newest, ok := v.ser.newestTs()
+		if !ok {
+			newest = nowMs
+		}
+		// Pick a free timestamp behind the newest point; after a few
+		// collisions the point replaces the one it met.
+		var ts int64
+		for try := 0; try < 4; try++ {
+			ts = newest - 1 - l.rnd.Int63n(maxAge.Milliseconds())
+			c := v.ser.cursor(ts, ts)
+			if !c.next() {
+				break
+			}
+		}
+		s.addLivePoint(v, ts, nowMs)
+		l.lateAdded++
+	}
+}
+
+// randomVariable picks a variable uniformly over devices, then over the
+// device's variables. Caller holds s.mu.
+func (s *Sim) randomVariable() *variable {
+	for try := 0; try < 8 && len(s.devices) > 0; try++ {
+		d := s.devices[s.live.rnd.Intn(len(s.devices))]
+		if len(d.vars) > 0 {
+			return d.vars[s.live.rnd.Intn(len(d.vars))]
+		}
+	}
+	return nil
+}
+
+// addLivePoint stores a point valued like the variable's generated ones.
+// Caller holds s.mu.
+func (s *Sim) addLivePoint(v *variable, ts, nowMs int64) {
+	g := v.ser.gen
+	i := int(s.live.rnd.Int31())
+	p := overlayPoint{ts: ts, created: nowMs, value: g.value(g.nOld+i%max(g.n, 1), ts)}
+	if g.kind == kindPosition {
+		p.ctx = g.appendContext(nil, i)
+	}
+	v.ser.insert(p)
+	v.lastActivity = nowMs
+}
