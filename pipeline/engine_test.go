@@ -268,22 +268,32 @@ func TestEngineCancelledRunCommitsOnlyCompleted(t *testing.T) {
 func TestPlanWindows(t *testing.T) {
 	const hour = int64(time.Hour / time.Millisecond)
 	floor, end := int64(1000*hour), int64(2000*hour)
-	vars := []Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8}, {ID: "future", LastActivityMs: 1}}
+	vars := []Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8}, {ID: "future", LastActivityMs: 1}, {ID: "empty"}}
 	marks := map[string]Mark{
 		"marked": {HwmMs: 1500 * hour, LastActivityMs: 3},
 		"idle":   {HwmMs: 1500 * hour, LastActivityMs: 7},
 		"old":    {HwmMs: 10 * hour, LastActivityMs: 3},
 		"future": {HwmMs: 3000 * hour},
+		"empty":  {},
 	}
 	got, skipped := Plan(vars, marks, PlanOptions{Lookback: time.Hour, Floor: floor, End: end, SkipIdle: true})
 	want := map[string]int64{"new": floor, "marked": 1499 * hour, "old": floor, "future": end - hour}
-	if skipped != 1 || len(got) != len(want) {
-		t.Fatalf("skipped %d, planned %d, want 1 and %d", skipped, len(got), len(want))
+	if skipped != 2 || len(got) != len(want) {
+		t.Fatalf("skipped %d, planned %d, want 2 and %d", skipped, len(got), len(want))
 	}
 	for _, tg := range got {
 		if tg.Start != want[tg.Variable.ID] || tg.End != end {
 			t.Errorf("%s: window %d..%d, want %d..%d", tg.Variable.ID, tg.Start, tg.End, want[tg.Variable.ID], end)
 		}
+	}
+}
+
+func TestPlanNeverSkipsWhenTheServiceReportsNoActivity(t *testing.T) {
+	vars := []Variable{{ID: "a"}, {ID: "b"}}
+	marks := map[string]Mark{"a": {HwmMs: 10}, "b": {HwmMs: 10}}
+	got, skipped := Plan(vars, marks, PlanOptions{Floor: 1, End: 100, SkipIdle: true})
+	if skipped != 0 || len(got) != 2 {
+		t.Fatalf("skipped %d of 2 variables although the service reports no lastActivity", skipped)
 	}
 }
 

@@ -49,12 +49,23 @@ func InShard(variableID string, index, count int) bool {
 // the targets to read and the number of variables skipped as idle.
 func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Target, skipped int) {
 	lookback := o.Lookback.Milliseconds()
+	// A variable that never received data has no lastActivity (null). It can
+	// be skipped like any idle one, but only when the service reports
+	// lastActivity at all: if it reported none, skipping on "nothing changed"
+	// would skip everything forever.
+	reported := false
+	for _, v := range vars {
+		if v.LastActivityMs != 0 {
+			reported = true
+			break
+		}
+	}
 	for _, v := range vars {
 		if !InShard(v.ID, o.ShardIndex, o.ShardCount) {
 			continue
 		}
 		m, ok := marks[v.ID]
-		if o.SkipIdle && ok && v.LastActivityMs != 0 && v.LastActivityMs == m.LastActivityMs {
+		if o.SkipIdle && reported && ok && v.LastActivityMs == m.LastActivityMs {
 			skipped++
 			continue
 		}

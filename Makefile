@@ -1,0 +1,56 @@
+# fleetsync: `make demo` syncs an embedded fleetsim into a local ClickHouse,
+# `make test` runs every test (it starts the ClickHouse it needs).
+GO       ?= go
+PKGS     ?= ./...
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -s -w -X main.version=$(VERSION)
+FUZZTIME ?= 10s
+
+.PHONY: all build demo test test-unit test-deploy fuzz lint bench test-faults deps clean
+
+all: build
+
+# Static binaries (CGO off) so deploy/Dockerfile can copy them into distroless.
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetsync ./cmd/fleetsync
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetsim ./cmd/fleetsim
+
+# Installs Debian's ClickHouse when it is missing (needs root), then runs the demo.
+deps:
+	@command -v clickhouse-server >/dev/null 2>&1 || { \
+	  echo "installing Debian's clickhouse-server (apt-get)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clickhouse-server clickhouse-client; }
+
+demo: deps build
+	./bin/fleetsync demo
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+test-unit:
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+test-deploy:
+	cd deploy && $(GO) test -count=1 ./...
+
+# Every fuzz target runs briefly; `go test -fuzz` takes one target at a time.
+fuzz:
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  dir=$$($(GO) list -f '{{.Dir}}' $$pkg); \
+	  for t in $$(grep -ho '^func Fuzz[A-Za-z0-9_]*' $$dir/*_test.go 2>/dev/null | sed 's/func //'); do \
+	    echo "fuzz $$pkg $$t ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+test: lint test-unit test-deploy fuzz
+
+test-faults:
+	FLEETSYNC_FAULTS_HEAVY=1 $(GO) test -race -count=1 -timeout 30m -run 'Fault|Kill|Overlap|Sigterm' ./cmd/... ./pipeline/...
+
+bench: build
+	$(GO) run ./cmd/fleetbench -out docs/benchmarks.md
+
+clean:
+	rm -rf bin .demo

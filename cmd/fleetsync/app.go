@@ -1,0 +1,240 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/fleetsync/fleetsync/config"
+	"github.com/fleetsync/fleetsync/extract/fleetapi"
+	"github.com/fleetsync/fleetsync/load/clickhouse"
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/state"
+)
+
+// app is everything a command needs, wired from the configuration. Only
+// cmd knows every package.
+type app struct {
+	cfg     *config.Config
+	log     *zap.Logger
+	reg     *prometheus.Registry
+	metrics *pipeline.Metrics
+	tokens  fleetapi.TokenSource
+	api     *fleetapi.Client
+	ch      *clickhouse.Client
+	store   stateStore
+	syncer  *pipeline.Syncer
+}
+
+// stateStore is a pipeline.StateStore that can also lease the sync.
+type stateStore interface {
+	pipeline.StateStore
+	Acquire(ctx context.Context, holder string, ttl time.Duration) (state.Lease, error)
+}
+
+func loadConfig(env *cliEnv, path string) (*config.Config, error) {
+	if path == "" {
+		return nil, usagef("--config FILE is required (print an example with 'fleetsync config')")
+	}
+	cfg, err := config.Load(path, env.environ)
+	if err != nil {
+		return nil, &usageError{err}
+	}
+	return cfg, nil
+}
+
+func newLogger(cfg config.LogConfig, w io.Writer) (*zap.Logger, error) {
+	var level zapcore.Level
+	if err := level.UnmarshalText([]byte(cfg.Level)); err != nil {
+		return nil, usagef("log.level %q: use debug, info, warn or error", cfg.Level)
+	}
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.TimeKey = "ts"
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	format := cfg.Format
+	if format == "auto" || format == "" {
+		format = "json"
+		if isTerminal(w) {
+			format = "console"
+		}
+	}
+	if format == "console" {
+		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(encCfg)
+	} else {
+		enc = zapcore.NewJSONEncoder(encCfg)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), level)), nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// openApp wires the clients. withSource false skips the API client (for
+// commands that only read the warehouse).
+func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bool) (*app, error) {
+	log, err := newLogger(cfg.Log, env.stderr)
+	if err != nil {
+		return nil, err
+	}
+	a := &app{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetsync_build_info", Help: "Build of the running fleetsync; always 1."}, []string{"version", "goversion"})
+	buildInfo.WithLabelValues(version, goVersion()).Set(1)
+	a.reg.MustRegister(buildInfo)
+	a.metrics = pipeline.NewMetrics(a.reg)
+
+	password := cfg.ClickHouse.Password.Reveal()
+	if cfg.ClickHouse.PasswordFile != "" {
+		b, err := os.ReadFile(cfg.ClickHouse.PasswordFile)
+		if err != nil {
+			return nil, usagef("clickhouse.password_file: %v; check the path and the file's permissions", err)
+		}
+		password = strings.TrimSpace(string(b))
+	}
+	a.ch, err = clickhouse.Open(ctx, clickhouse.Config{
+		Addr:          cfg.ClickHouse.Addr,
+		Database:      cfg.ClickHouse.Database,
+		Username:      cfg.ClickHouse.Username,
+		Password:      password,
+		TablePrefix:   cfg.ClickHouse.TablePrefix,
+		DialTimeout:   time.Duration(cfg.ClickHouse.DialTimeout),
+		InsertTimeout: time.Duration(cfg.ClickHouse.InsertTimeout),
+		MaxElapsed:    time.Duration(cfg.ClickHouse.RetryMaxElapsed),
+		MaxOpenConns:  cfg.Sync.InsertWorkers + 2,
+	}, log.Named("clickhouse"), a.reg)
+	if err != nil {
+		var ce *clickhouse.ConfigError
+		if errors.As(err, &ce) {
+			return nil, &usageError{err}
+		}
+		return nil, fmt.Errorf("%w (check clickhouse.addr and that the server is running)", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, time.Duration(cfg.ClickHouse.DialTimeout)+5*time.Second)
+	err = a.ch.Ping(pingCtx)
+	cancel()
+	if err != nil {
+		a.ch.Close()
+		return nil, fmt.Errorf("clickhouse at %s is unreachable: %v; check clickhouse.addr, the credentials and that the server is running", strings.Join(cfg.ClickHouse.Addr, ","), err)
+	}
+	switch cfg.State.Backend {
+	case config.BackendFile:
+		a.store = state.NewFile(cfg.State.Path)
+	default:
+		st := state.NewClickHouse(a.ch)
+		st.SetStaleHolder(deadLocalHolder)
+		a.store = st
+	}
+	if withSource {
+		if cfg.Source.TokenFile != "" {
+			a.tokens = fleetapi.FileToken(cfg.Source.TokenFile)
+		} else {
+			a.tokens = fleetapi.StaticToken(cfg.Source.Token.Reveal())
+		}
+		a.api, err = fleetapi.New(fleetapi.Config{
+			BaseURL:           cfg.Source.BaseURL,
+			Tokens:            a.tokens,
+			Timeout:           time.Duration(cfg.Source.Timeout),
+			RequestsPerSecond: cfg.Source.RequestsPerSecond,
+			MaxElapsed:        time.Duration(cfg.Source.RetryMaxElapsed),
+			UserAgent:         "fleetsync/" + version,
+			PageSize:          cfg.Source.PageSize,
+		}, log.Named("api"), a.reg)
+		if err != nil {
+			a.Close()
+			return nil, &usageError{err}
+		}
+		a.syncer = pipeline.NewSyncer(a.api, a.ch, a.ch, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
+	}
+	return a, nil
+}
+
+func (a *app) syncOptions() pipeline.SyncOptions {
+	c := a.cfg
+	return pipeline.SyncOptions{
+		Engine: pipeline.EngineOptions{
+			RowsPerRequest:      c.Sync.RowsPerRequest,
+			VariablesPerRequest: c.Sync.VariablesPerRequest,
+			MaxInFlight:         c.Sync.MaxInFlight,
+			BatchRows:           c.Sync.BatchRows,
+			BatchAge:            time.Duration(c.Sync.BatchAge),
+			InsertWorkers:       c.Sync.InsertWorkers,
+		},
+		Retention:    time.Duration(c.Source.Retention),
+		Margin:       time.Duration(c.Source.RetentionMargin),
+		Lookback:     time.Duration(c.Sync.Lookback),
+		SkipIdle:     c.Sync.SkipIdle,
+		ShardIndex:   c.Sync.ShardIndex,
+		ShardCount:   c.Sync.ShardCount,
+		LagThreshold: time.Duration(c.Metrics.LagThreshold),
+		Scope: pipeline.Scope{
+			Devices:       c.Sync.Devices,
+			Tags:          c.Sync.DeviceTags,
+			Groups:        c.Sync.DeviceGroups,
+			Organizations: c.Sync.Organizations,
+		},
+	}
+}
+
+// refreshToken re-reads a token file before a cycle, so that a rotated
+// Kubernetes secret is picked up without waiting for a 401.
+func (a *app) refreshToken() error {
+	if f, ok := a.tokens.(*fleetapi.TokenFile); ok {
+		if err := f.Refresh(); err != nil {
+			return fmt.Errorf("source.token_file: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close releases the connections.
+func (a *app) Close() {
+	if a.ch != nil {
+		_ = a.ch.Close()
+	}
+	_ = a.log.Sync()
+}
+
+// leaseHolder names this process in the sync lease: host and PID, so that
+// a lease left by a killed process on the same host can be recognised.
+func leaseHolder() string { return fmt.Sprintf("%s/%d", hostname(), os.Getpid()) }
+
+// deadLocalHolder reports whether a lease holder is a process of this host
+// that no longer exists.
+func deadLocalHolder(holder string) bool {
+	host, pidText, ok := strings.Cut(holder, "/")
+	if !ok || host != hostname() {
+		return false
+	}
+	pid, err := strconv.Atoi(pidText)
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return false
+	}
+	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
+}
+
+func hostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "unknown"
+	}
+	return h
+}

@@ -1,0 +1,489 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/fleetsync/fleetsync/extract/fleetsim"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	chserver.StopShared()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+const testToken = "test-token-s3cr3t"
+
+// world is one test's fleetsim, ClickHouse database and configuration.
+type world struct {
+	t         *testing.T
+	sim       *fleetsim.Sim
+	http      *httptest.Server
+	chAddr    string
+	db        string
+	dir       string
+	cfgPath   string
+	tokenFile string
+	conn      driver.Conn
+	retention time.Duration
+	margin    time.Duration
+}
+
+type worldOpts struct {
+	sim   fleetsim.Options
+	extra string // appended to the sync section of the config
+}
+
+func newWorld(t *testing.T, o worldOpts) *world {
+	t.Helper()
+	srv := chserver.Shared(t)
+	w := &world{t: t, chAddr: srv.Addr(), db: chserver.NewDatabase(t, srv), dir: t.TempDir(), retention: 730 * 24 * time.Hour, margin: time.Hour}
+	if o.sim.Seed == 0 {
+		o.sim.Seed = 7
+	}
+	if o.sim.Devices == 0 {
+		o.sim.Devices, o.sim.Variables, o.sim.Points, o.sim.Span = 4, 4, 300, 30*24*time.Hour
+	}
+	if len(o.sim.Tokens) == 0 {
+		o.sim.Tokens = []string{testToken}
+	}
+	if o.sim.Retention != 0 {
+		w.retention = o.sim.Retention
+	}
+	sim, err := fleetsim.New(o.sim)
+	if err != nil {
+		t.Fatalf("fleetsim: %v", err)
+	}
+	w.sim = sim
+	w.http = httptest.NewServer(sim)
+	t.Cleanup(func() { w.http.Close(); sim.Close() })
+	w.tokenFile = filepath.Join(w.dir, "token")
+	w.writeToken(o.sim.Tokens[0])
+	w.cfgPath = filepath.Join(w.dir, "fleetsync.yaml")
+	cfg := fmt.Sprintf(`source:
+  base_url: %s
+  token_file: %s
+  retention: %dh
+  retry_max_elapsed: 20s
+sync:
+  lookback: 1h
+  batch_age: 200ms
+%s
+clickhouse:
+  addr: [%q]
+  database: %s
+  retry_max_elapsed: 10s
+metrics:
+  listen: "127.0.0.1:0"
+log:
+  format: json
+  level: info
+`, w.http.URL, w.tokenFile, int(w.retention.Hours()), indent(o.extra), w.chAddr, w.db)
+	if err := os.WriteFile(w.cfgPath, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{w.chAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	w.conn = conn
+	return w
+}
+
+func indent(s string) string {
+	if s == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
+		b.WriteString("  " + l + "\n")
+	}
+	return b.String()
+}
+
+func (w *world) writeToken(tok string) {
+	w.t.Helper()
+	tmp := w.tokenFile + ".tmp"
+	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
+		w.t.Fatal(err)
+	}
+	if err := os.Rename(tmp, w.tokenFile); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// cli runs fleetsync in-process and returns its exit status and output.
+func (w *world) cli(ctx context.Context, args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(ctx, args, &out, &errb, nil)
+	return code, out.String(), errb.String()
+}
+
+func (w *world) sync() (string, string) {
+	w.t.Helper()
+	code, out, errs := w.cli(context.Background(), "sync", "--config", w.cfgPath)
+	if code != 0 {
+		w.t.Fatalf("fleetsync sync exited %d\nstdout: %s\nstderr: %s", code, out, lastLines(errs, 20))
+	}
+	if strings.Contains(out+errs, testToken) {
+		w.t.Fatalf("the token appears in fleetsync's output")
+	}
+	return out, errs
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+type pointKey struct {
+	variable string
+	ts       int64
+}
+
+type pointVal struct {
+	value   float64
+	context map[string]any
+}
+
+// expected is the oracle: every source point inside the retention window
+// (minus the configured safety margin, which fleetsync never reads into).
+func (w *world) expected() map[pointKey]pointVal {
+	floor := time.Now().Add(-w.retention).Add(w.margin + time.Minute).UnixMilli()
+	out := map[pointKey]pointVal{}
+	for _, d := range w.sim.Devices() {
+		for _, v := range d.Variables {
+			for _, p := range w.sim.Points(v.ID) {
+				if p.TimestampMs < floor {
+					continue
+				}
+				ctx := p.Context
+				if ctx == nil {
+					ctx = map[string]any{}
+				}
+				out[pointKey{v.ID, p.TimestampMs}] = pointVal{p.Value, normalize(ctx)}
+			}
+		}
+	}
+	return out
+}
+
+func normalize(m map[string]any) map[string]any {
+	b, _ := json.Marshal(m)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
+
+type loadedRow struct {
+	pointVal
+	deviceLabel, variableLabel string
+	lat, lng                   *float64
+}
+
+func (w *world) loaded() map[pointKey]loadedRow {
+	w.t.Helper()
+	rows, err := w.conn.Query(context.Background(), fmt.Sprintf(
+		"SELECT variable_id, ts_ms, value, context, device_label, variable_label, lat, lng FROM `%s`.datapoints FINAL", w.db))
+	if err != nil {
+		w.t.Fatalf("query datapoints: %v", err)
+	}
+	defer rows.Close()
+	out := map[pointKey]loadedRow{}
+	for rows.Next() {
+		var (
+			id, ctx, dl, vl string
+			ts              int64
+			val             float64
+			lat, lng        *float64
+		)
+		if err := rows.Scan(&id, &ts, &val, &ctx, &dl, &vl, &lat, &lng); err != nil {
+			w.t.Fatalf("scan: %v", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(ctx), &m); err != nil {
+			w.t.Fatalf("context of %s@%d is not JSON: %q", id, ts, ctx)
+		}
+		k := pointKey{id, ts}
+		if _, dup := out[k]; dup {
+			w.t.Fatalf("duplicate row under FINAL: %v", k)
+		}
+		out[k] = loadedRow{pointVal{val, m}, dl, vl, lat, lng}
+	}
+	if err := rows.Err(); err != nil {
+		w.t.Fatal(err)
+	}
+	return out
+}
+
+// checkOracle asserts the warehouse holds exactly the source's in-retention
+// points, printing the first differences.
+func (w *world) checkOracle() int {
+	w.t.Helper()
+	want, got := w.expected(), w.loaded()
+	var diffs []string
+	for k, v := range want {
+		g, ok := got[k]
+		switch {
+		case !ok:
+			diffs = append(diffs, fmt.Sprintf("missing %s@%d", k.variable, k.ts))
+		case g.value != v.value || !reflect.DeepEqual(g.context, v.context):
+			diffs = append(diffs, fmt.Sprintf("%s@%d: got %v %v, want %v %v", k.variable, k.ts, g.value, g.context, v.value, v.context))
+		}
+	}
+	floor := time.Now().Add(-w.retention).UnixMilli()
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			diffs = append(diffs, fmt.Sprintf("unexpected %s@%d (retention floor %d)", k.variable, k.ts, floor))
+		}
+	}
+	if len(diffs) > 0 {
+		sort.Strings(diffs)
+		w.t.Fatalf("warehouse differs from the source in %d points (want %d, got %d); first: %s", len(diffs), len(want), len(got), strings.Join(diffs[:min(8, len(diffs))], "; "))
+	}
+	return len(want)
+}
+
+func (w *world) dataRequests() int {
+	n := 0
+	for k, c := range w.sim.Counters() {
+		if strings.Contains(k, "/api/v1.6/") {
+			n += c
+		}
+	}
+	return n
+}
+
+func (w *world) allRequests() int {
+	n := 0
+	for k, c := range w.sim.Counters() {
+		if strings.Contains(k, "/api/") {
+			n += c
+		}
+	}
+	return n
+}
+
+func TestSyncFirstCycleLoadsEveryInRetentionPointExactly(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	w.sync()
+	n := w.checkOracle()
+	if n < 1000 {
+		t.Fatalf("the fleet has only %d in-retention points; the test needs a real fleet", n)
+	}
+	// Labels and positions are filled from the source.
+	labels := map[string][2]string{}
+	for _, d := range w.sim.Devices() {
+		for _, v := range d.Variables {
+			labels[v.ID] = [2]string{d.Label, v.Label}
+		}
+	}
+	positions := 0
+	for k, r := range w.loaded() {
+		if want := labels[k.variable]; r.deviceLabel != want[0] || r.variableLabel != want[1] {
+			t.Fatalf("%v: labels %q/%q, want %q/%q", k, r.deviceLabel, r.variableLabel, want[0], want[1])
+		}
+		lat, hasLat := r.context["lat"].(float64)
+		lng, hasLng := r.context["lng"].(float64)
+		if hasLat != (r.lat != nil) || hasLng != (r.lng != nil) || (hasLat && *r.lat != lat) || (hasLng && *r.lng != lng) {
+			t.Fatalf("%v: lat/lng columns %v/%v do not match context %v", k, r.lat, r.lng, r.context)
+		}
+		if hasLat {
+			positions++
+		}
+	}
+	if positions == 0 {
+		t.Fatalf("no position points loaded; the fleet should have position variables")
+	}
+}
+
+func TestSyncSecondCycleWithNoNewDataMakesNoDataRequests(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	w.sync()
+	first, firstData := w.allRequests(), w.dataRequests()
+	w.sim.ResetCounters()
+	w.sync()
+	second, secondData := w.allRequests(), w.dataRequests()
+	t.Logf("requests: first cycle %d (%d data), second cycle %d (%d data)", first, firstData, second, secondData)
+	if secondData != 0 {
+		t.Fatalf("an idle cycle made %d data requests: %v", secondData, w.sim.Counters())
+	}
+	if second >= first {
+		t.Fatalf("the idle cycle made %d requests, the first %d", second, first)
+	}
+	w.checkOracle()
+}
+
+func TestSyncLoadsNewAndLatePointsOnce(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	w.sync()
+	d := w.sim.Devices()[0]
+	now := time.Now().UnixMilli()
+	var changed []string
+	for i, v := range d.Variables {
+		pts := w.sim.Points(v.ID)
+		if len(pts) == 0 {
+			continue
+		}
+		newest := pts[len(pts)-1].TimestampMs
+		add := []fleetsim.SimPoint{
+			{TimestampMs: now - int64(i) - 10, Value: 1000 + float64(i), Context: map[string]any{"note": "new"}},
+			// Late: older than the variable's newest point, inside the lookback.
+			{TimestampMs: newest - 20*60*1000 + int64(i), Value: -5, Context: map[string]any{"lat": 1.25, "lng": 2.5}},
+		}
+		if err := w.sim.AddPoints(v.ID, add); err != nil {
+			t.Fatal(err)
+		}
+		changed = append(changed, v.ID)
+	}
+	w.sim.ResetCounters()
+	w.sync()
+	w.checkOracle()
+	if len(changed) == 0 {
+		t.Fatal("the first device has no variable with points")
+	}
+	// A third cycle changes nothing and the set stays exact.
+	w.sync()
+	w.checkOracle()
+}
+
+func TestSyncReReadsFramesCutByLimit(t *testing.T) {
+	w := newWorld(t, worldOpts{
+		sim:   fleetsim.Options{Devices: 2, Variables: 3, Points: 900, Span: 10 * 24 * time.Hour},
+		extra: "rows_per_request: 64\nvariables_per_request: 4",
+	})
+	_, logs := w.sync()
+	w.checkOracle()
+	if !strings.Contains(logs, `"splits":`) || strings.Contains(logs, `"splits":0`) {
+		t.Fatalf("no frame was split with a limit of 64 over 900 points; summary: %s", lastLines(logs, 3))
+	}
+}
+
+func TestSyncPicksUpTokenRotatedMidCycle(t *testing.T) {
+	w := newWorld(t, worldOpts{
+		sim:   fleetsim.Options{Devices: 3, Variables: 4, Points: 400, Span: 10 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 20 * time.Millisecond}},
+		extra: "max_in_flight: 1\nvariables_per_request: 1",
+	})
+	done := make(chan struct{})
+	var once sync.Once
+	go func() {
+		// Rotate once the cycle is reading data: the old token expires and
+		// the new one is written to the token file, as Kubernetes does.
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			if w.dataRequests() >= 3 {
+				w.sim.ExpireTokens()
+				w.sim.AddToken("rotated-token", fleetsim.TokenOrdinary, time.Hour)
+				w.writeToken("rotated-token")
+				once.Do(func() { close(done) })
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	_, logs := w.sync()
+	select {
+	case <-done:
+	default:
+		t.Fatal("the cycle finished before the token was rotated; slow it down")
+	}
+	w.checkOracle()
+	if strings.Contains(logs, "rotated-token") {
+		t.Fatal("the new token appears in the logs")
+	}
+}
+
+func TestBadConfigurationsExitWithAClearOneLineMessage(t *testing.T) {
+	w := newWorld(t, worldOpts{sim: fleetsim.Options{Devices: 1, Variables: 1, Points: 10, Span: time.Hour}})
+	good, err := os.ReadFile(w.cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		edit   func(string) string
+		token  string
+		code   int
+		wantIn string
+	}{
+		{"missing base_url", func(s string) string { return strings.Replace(s, "base_url: "+w.http.URL, "", 1) }, "", 2, "source.base_url"},
+		{"unknown key", func(s string) string { return strings.Replace(s, "lookback: 1h", "lookbak: 1h", 1) }, "", 2, "lookbak"},
+		{"bad duration", func(s string) string { return strings.Replace(s, "lookback: 1h", "lookback: 1 hour", 1) }, "", 2, "sync.lookback"},
+		{"unreachable clickhouse", func(s string) string { return strings.Replace(s, w.chAddr, "127.0.0.1:1", 1) }, "", 1, "clickhouse"},
+		{"wrong token", func(s string) string { return s }, "not-the-token", 1, "401"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "bad.yaml")
+			if err := os.WriteFile(path, []byte(c.edit(string(good))), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if c.token != "" {
+				w.writeToken(c.token)
+				defer w.writeToken(testToken)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			code, _, errs := w.cli(ctx, "sync", "--config", path)
+			last := lastLines(errs, 1)
+			if code != c.code || !strings.Contains(last, c.wantIn) || !strings.HasPrefix(last, "fleetsync sync: ") {
+				t.Fatalf("exit %d (want %d), last line %q (want it to name %q)", code, c.code, last, c.wantIn)
+			}
+			if strings.Contains(errs, c.token) && c.token != "" {
+				t.Fatal("the token appears in the error output")
+			}
+		})
+	}
+}
+
+// binDir holds the fleetsync binary built once for the tests that need a
+// real process (SIGKILL, SIGTERM).
+var (
+	binDir   string
+	binOnce  sync.Once
+	binPath  string
+	binError error
+)
+
+func fleetsyncBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binError = os.MkdirTemp("", "fleetsync-bin-")
+		if binError != nil {
+			return
+		}
+		binPath = filepath.Join(binDir, "fleetsync")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binError = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binError != nil {
+		t.Fatal(binError)
+	}
+	return binPath
+}

@@ -1,0 +1,418 @@
+package fleetapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// ValuesQuery narrows a GET values read.
+type ValuesQuery struct {
+	// Start and End are POSIX milliseconds, inclusive; 0 means not given.
+	// Without either, the JSON form returns only the last 100 points and the
+	// CSV form the entire retained series.
+	Start, End int64
+	// PageSize is sent as page_size: 0 means the Client's PageSize for JSON
+	// and none for CSV.
+	PageSize int
+}
+
+func (q ValuesQuery) values(format string) url.Values {
+	v := url.Values{}
+	if q.Start != 0 {
+		v.Set("start", strconv.FormatInt(q.Start, 10))
+	}
+	if q.End != 0 {
+		v.Set("end", strconv.FormatInt(q.End, 10))
+	}
+	if q.PageSize > 0 {
+		v.Set("page_size", strconv.Itoa(q.PageSize))
+	}
+	if format != "" {
+		v.Set("format", format)
+	}
+	return v
+}
+
+// valueJSON is a data point of the JSON values list (and of lastValue).
+type valueJSON struct {
+	Timestamp json.Number     `json:"timestamp"`
+	Value     json.Number     `json:"value"`
+	Context   json.RawMessage `json:"context"`
+	CreatedAt json.Number     `json:"created_at"`
+}
+
+// point converts p; ok is false when its timestamp or value is null.
+func (p valueJSON) point() (pipeline.Point, bool) {
+	if p.Timestamp == "" || p.Value == "" {
+		return pipeline.Point{}, false
+	}
+	ts, err := parseMillis([]byte(p.Timestamp))
+	if err != nil {
+		return pipeline.Point{}, false
+	}
+	v, err := parseFloat([]byte(p.Value))
+	if err != nil {
+		return pipeline.Point{}, false
+	}
+	return pipeline.Point{TsMs: ts, Value: v, Context: object(p.Context)}, true
+}
+
+// Values calls fn for the points of one variable (GET
+// /api/v1.6/variables/{id}/values, JSON, all pages). Points with a null
+// value are skipped.
+func (c *Client) Values(ctx context.Context, variableID string, q ValuesQuery, fn func(pipeline.Point) error) error {
+	if q.PageSize <= 0 {
+		q.PageSize = c.cfg.PageSize
+	}
+	u := c.apiURL(dataPrefix, "/variables/"+esc(variableID)+"/values", q.values(""))
+	err := listPages(ctx, c, epValues, u, func(v valueJSON) error {
+		p, ok := v.point()
+		if !ok {
+			return nil
+		}
+		return fn(p)
+	})
+	if err != nil {
+		return fmt.Errorf("values of variable %s: %w", variableID, err)
+	}
+	return nil
+}
+
+// ValuesCSV streams the points of one variable in the CSV form (GET
+// /api/v1.6/variables/{id}/values?format=csv) through DecodeValuesCSV. The
+// service ignores `page` in CSV, so this is one request; without a range or
+// a page size it downloads the entire retained series. A retention
+// violation, which CSV answers with an empty 403, is a *RetentionError. On
+// error, fn may have seen part of the response; the caller must discard it.
+func (c *Client) ValuesCSV(ctx context.Context, variableID string, q ValuesQuery, fn func(pipeline.Point) error) error {
+	delivered := false
+	u := c.apiURL(dataPrefix, "/variables/"+esc(variableID)+"/values", q.values("csv"))
+	err := c.do(ctx, &call{method: http.MethodGet, endpoint: epValuesCSV, u: u, accept: "text/csv", csv: true,
+		delivered: func() bool { return delivered },
+		handle: func(_ *http.Response, body io.Reader) error {
+			return DecodeValuesCSV(body, func(p pipeline.Point) error {
+				delivered = true
+				return fn(p)
+			})
+		}})
+	if err != nil {
+		return fmt.Errorf("csv values of variable %s: %w", variableID, err)
+	}
+	return nil
+}
+
+// Statistic computes one aggregate of one variable over [start, end] (GET
+// /api/v1.6/variables/{id}/statistics/{function}/{start}/{end}). function is
+// one of mean, min, max, sum, count, first, last, std; the service answers
+// any other with 200 and {}, reported as ErrStatisticNotImplemented. ok is
+// false when the service's value is null (no points in the range).
+func (c *Client) Statistic(ctx context.Context, variableID, function string, start, end int64) (value float64, ok bool, err error) {
+	path := "/variables/" + esc(variableID) + "/statistics/" + esc(function) + "/" +
+		strconv.FormatInt(start, 10) + "/" + strconv.FormatInt(end, 10)
+	var body map[string]json.RawMessage
+	if err := c.getJSON(ctx, epStatistics, c.apiURL(dataPrefix, path, nil), &body); err != nil {
+		return 0, false, fmt.Errorf("statistic %s of variable %s: %w", function, variableID, err)
+	}
+	if len(body) == 0 {
+		return 0, false, fmt.Errorf("statistic %s of variable %s: %w", function, variableID, ErrStatisticNotImplemented)
+	}
+	raw, found := body[function]
+	if !found {
+		return 0, false, fmt.Errorf("statistic %s of variable %s: %w", function, variableID,
+			&DecodeError{Frame: -1, Row: -1, Msg: fmt.Sprintf("the response has no key %q", function)})
+	}
+	v, ok, err := numberOrNull(raw)
+	if err != nil {
+		return 0, false, fmt.Errorf("statistic %s of variable %s: %w", function, variableID, err)
+	}
+	return v, ok, nil
+}
+
+// numberOrNull reads a JSON number, null, or an object holding a `value`.
+func numberOrNull(raw json.RawMessage) (float64, bool, error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return 0, false, nil
+	case raw[0] == '{':
+		var o struct {
+			Value json.RawMessage `json:"value"`
+		}
+		if err := json.Unmarshal(raw, &o); err != nil {
+			return 0, false, &DecodeError{Frame: -1, Row: -1, Msg: "unexpected statistic object", Err: err}
+		}
+		return numberOrNull(o.Value)
+	case raw[0] == '-' || raw[0] >= '0' && raw[0] <= '9':
+		v, err := parseFloat(raw)
+		if err != nil {
+			return 0, false, &DecodeError{Frame: -1, Row: -1, Msg: "unexpected statistic value", Err: err}
+		}
+		return v, true, nil
+	default:
+		return 0, false, &DecodeError{Frame: -1, Row: -1, Msg: fmt.Sprintf("unexpected statistic value %.40s", raw)}
+	}
+}
+
+// AggregationRequest is the body of POST /api/v1.6/data/stats/aggregation/.
+type AggregationRequest struct {
+	VariableIDs []string
+	// Aggregation is one of mean, min, max, sum, count, first, last,
+	// average (= mean) and raw (the newest point); the service answers any
+	// other with 400.
+	Aggregation string
+	// Joined asks for one joined frame (join_dataframes true) instead of one
+	// result per variable.
+	Joined bool
+	// Start and End are POSIX milliseconds; 0 means not given (with neither,
+	// only the last 100 values of each variable count).
+	Start, End int64
+	// TZ is an IANA time-zone name; empty means the service's UTC.
+	TZ string
+	// Precision, when set, is the decimal places of the results.
+	Precision *int
+	// Limit, when set, truncates each input series before aggregating.
+	Limit *int
+}
+
+// AggregateValue is the aggregate of one variable.
+type AggregateValue struct {
+	VariableID string
+	// Value is the aggregate; HasValue is false when the service gave null.
+	Value    float64
+	HasValue bool
+	// TsMs is the timestamp the service attached; HasTs is false when none.
+	TsMs  int64
+	HasTs bool
+	// Context is the point's context for `raw` when the service gives it.
+	Context json.RawMessage
+}
+
+// Aggregate runs the aggregation POST and returns one AggregateValue per
+// requested variable, in request order, whichever join mode was asked: a
+// joined frame is read by its returned columns (`timestamp` and
+// `<variable_id>.<column>`).
+func (c *Client) Aggregate(ctx context.Context, req AggregationRequest) ([]AggregateValue, error) {
+	body := map[string]any{
+		"variables":       req.VariableIDs,
+		"aggregation":     req.Aggregation,
+		"join_dataframes": req.Joined,
+	}
+	if req.Start != 0 {
+		body["start"] = req.Start
+	}
+	if req.End != 0 {
+		body["end"] = req.End
+	}
+	if req.TZ != "" {
+		body["tz"] = req.TZ
+	}
+	if req.Precision != nil {
+		body["precision"] = *req.Precision
+	}
+	if req.Limit != nil {
+		body["limit"] = *req.Limit
+	}
+	var resp struct {
+		Columns json.RawMessage   `json:"columns"`
+		Results []json.RawMessage `json:"results"`
+	}
+	what := fmt.Sprintf("aggregation %s of %d variables", req.Aggregation, len(req.VariableIDs))
+	if err := c.postJSON(ctx, epAggregation, c.apiURL(dataPrefix, "/data/stats/aggregation/", nil), body, &resp); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	out := make([]AggregateValue, len(req.VariableIDs))
+	for i, id := range req.VariableIDs {
+		out[i].VariableID = id
+	}
+	var cols []string
+	if len(resp.Columns) > 0 && string(resp.Columns) != "null" {
+		if err := json.Unmarshal(resp.Columns, &cols); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, &DecodeError{Frame: -1, Row: -1, Msg: "columns is not a list of strings", Err: err})
+		}
+	}
+	var err error
+	if cols != nil {
+		err = joinedAggregates(cols, resp.Results, out)
+	} else {
+		err = perVariableAggregates(resp.Results, out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return out, nil
+}
+
+func perVariableAggregates(results []json.RawMessage, out []AggregateValue) error {
+	if len(results) != len(out) {
+		return &DecodeError{Frame: -1, Row: -1, Msg: fmt.Sprintf("%d results for %d variables", len(results), len(out))}
+	}
+	for i, raw := range results {
+		var r struct {
+			Value     json.RawMessage `json:"value"`
+			Timestamp json.RawMessage `json:"timestamp"`
+			Context   json.RawMessage `json:"context"`
+		}
+		if err := json.Unmarshal(raw, &r); err != nil {
+			return &DecodeError{VariableID: out[i].VariableID, Frame: i, Row: -1, Msg: "a result is not an object", Err: err}
+		}
+		if err := fillAggregate(&out[i], r.Value, r.Timestamp); err != nil {
+			return err
+		}
+		if c := bytes.TrimSpace(r.Context); len(c) > 0 && c[0] == '{' {
+			out[i].Context = object(c)
+		}
+	}
+	return nil
+}
+
+func fillAggregate(a *AggregateValue, value, ts json.RawMessage) error {
+	v, ok, err := numberOrNull(value)
+	if err != nil {
+		return err
+	}
+	a.Value, a.HasValue = v, ok
+	if t := bytes.TrimSpace(ts); len(t) > 0 && string(t) != "null" {
+		ms, err := parseMillis(t)
+		if err != nil {
+			return &DecodeError{VariableID: a.VariableID, Frame: -1, Row: -1, Msg: "bad timestamp", Err: err}
+		}
+		a.TsMs, a.HasTs = ms, true
+	}
+	return nil
+}
+
+func joinedAggregates(cols []string, rows []json.RawMessage, out []AggregateValue) error {
+	tsCol := -1
+	valCol := make([]int, len(out))
+	for i := range valCol {
+		valCol[i] = -1
+	}
+	for j, name := range cols {
+		if name == suffixTimestamp {
+			tsCol = j
+			continue
+		}
+		for i := range out {
+			if strings.HasPrefix(name, out[i].VariableID+".") && valCol[i] < 0 {
+				valCol[i] = j
+			}
+		}
+	}
+	if tsCol < 0 {
+		return &DecodeError{Frame: -1, Row: -1, Msg: "the joined columns have no timestamp"}
+	}
+	for r, raw := range rows {
+		var cells []json.RawMessage
+		if err := json.Unmarshal(raw, &cells); err != nil || len(cells) != len(cols) {
+			return &DecodeError{Frame: -1, Row: r, Msg: fmt.Sprintf("a joined row is not a list of %d cells", len(cols)), Err: err}
+		}
+		for i := range out {
+			if valCol[i] < 0 || out[i].HasValue {
+				continue
+			}
+			if err := fillAggregate(&out[i], cells[valCol[i]], cells[tsCol]); err != nil {
+				return err
+			}
+			if !out[i].HasValue {
+				out[i].HasTs = false
+			}
+		}
+	}
+	return nil
+}
+
+// seriesBody is the raw-series request the client sends: always both bounds
+// (so the implicit 100-point cap never applies), explicit columns and an
+// explicit limit.
+type seriesBody struct {
+	Variables      []string `json:"variables"`
+	Columns        []string `json:"columns"`
+	JoinDataframes bool     `json:"join_dataframes"`
+	Start          int64    `json:"start"`
+	End            int64    `json:"end"`
+	Limit          int      `json:"limit"`
+}
+
+// trackingSink notes whether anything reached the caller's sink.
+type trackingSink struct {
+	pipeline.FrameSink
+	delivered bool
+}
+
+func (t *trackingSink) Point(i int, p pipeline.Point) error {
+	t.delivered = true
+	return t.FrameSink.Point(i, p)
+}
+
+func (t *trackingSink) EndFrame(i, rows int) error {
+	t.delivered = true
+	return t.FrameSink.EndFrame(i, rows)
+}
+
+// Series streams the raw series of req into sink (POST
+// /api/v1.6/data/raw/series with join_dataframes false, columns timestamp,
+// value.value and value.context, explicit start, end and limit), decoding it
+// as DecodeSeries does without holding the body.
+//
+// Failures before the sink receives anything are retried here. On error,
+// the sink may have received a partial response, which the caller must
+// discard; the error tells by Retryable whether reading the request again is
+// worthwhile (a body cut mid-stream is), and a range reaching past retention
+// is a *RetentionError.
+func (c *Client) Series(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
+	return c.series(ctx, req, sink, false)
+}
+
+// SeriesJoined is Series with join_dataframes true: the service outer-joins
+// the variables on timestamp into one frame, which the decoder splits back
+// into one frame per variable (holding the response's points meanwhile), so
+// the sink sees the same shape as with Series. A variable's row count is the
+// number of joined rows where it has a sample.
+func (c *Client) SeriesJoined(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
+	return c.series(ctx, req, sink, true)
+}
+
+func (c *Client) series(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink, joined bool) error {
+	if len(req.VariableIDs) == 0 {
+		return nil
+	}
+	body, err := json.Marshal(seriesBody{
+		Variables: req.VariableIDs, Columns: seriesColumns, JoinDataframes: joined,
+		Start: req.Start, End: req.End, Limit: req.Limit,
+	})
+	if err != nil {
+		return fmt.Errorf("encode the raw series request: %w", err)
+	}
+	ts := &trackingSink{FrameSink: sink}
+	err = c.do(ctx, &call{method: http.MethodPost, endpoint: epRawSeries, u: c.apiURL(dataPrefix, "/data/raw/series", nil),
+		body: body, accept: "application/json",
+		delivered: func() bool { return ts.delivered },
+		handle: func(_ *http.Response, r io.Reader) error {
+			return DecodeSeries(r, req, ts)
+		}})
+	if err != nil {
+		return fmt.Errorf("raw series of %s over [%d, %d]: %w", describeVariables(req.VariableIDs), req.Start, req.End, err)
+	}
+	return nil
+}
+
+// describeVariables names a request's variables briefly.
+func describeVariables(ids []string) string {
+	switch len(ids) {
+	case 1:
+		return "variable " + ids[0]
+	case 2:
+		return fmt.Sprintf("2 variables [%s, %s]", ids[0], ids[1])
+	default:
+		return fmt.Sprintf("%d variables [%s, …, %s]", len(ids), ids[0], ids[len(ids)-1])
+	}
+}

@@ -1,0 +1,342 @@
+package fleetapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Error codes of the service's Errors table.
+const (
+	CodeValidation       = 400001
+	CodeUnauthorized     = 401002
+	CodeRetention        = 403003
+	CodeNotFound         = 404001
+	CodeMethodNotAllowed = 405001
+)
+
+// APIError is a non-2xx response of the service. It is filled from any of the
+// four documented body shapes ({code,message}, {detail},
+// {code,message,detail}, {description,status,message}) and from an empty or
+// non-JSON body; the HTTP status is always authoritative, as the service's
+// documentation says to branch on it rather than on the body shape.
+type APIError struct {
+	// Status is the HTTP status code.
+	Status int
+	// Code is the service's numeric code (400001, 401002, ...); 0 when the
+	// body carried none.
+	Code int
+	// Message is the body's message. In the {description,status,message}
+	// shape it embeds an internal schema name and must not be parsed.
+	Message string
+	// Detail is the body's detail: a string, a []any or a map[string]any, or
+	// nil.
+	Detail any
+	// Description is the HTTP reason repeated by the Data API's schema
+	// validation shape; empty otherwise.
+	Description string
+	// Endpoint is the request's URL path, without the query.
+	Endpoint string
+	// Method is the request's HTTP method.
+	Method string
+
+	// retryAt is the instant named by a Retry-After header; zero if none.
+	retryAt time.Time
+}
+
+// Error renders the failure on one line: method, path, status, code, message
+// and a short form of the detail.
+func (e *APIError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.Method)
+	b.WriteByte(' ')
+	b.WriteString(e.Endpoint)
+	b.WriteString(": HTTP ")
+	b.WriteString(strconv.Itoa(e.Status))
+	if e.Code != 0 {
+		b.WriteString(", code ")
+		b.WriteString(strconv.Itoa(e.Code))
+	}
+	if e.Message != "" {
+		b.WriteString(": ")
+		b.WriteString(oneLine(e.Message, 300))
+	} else if e.Description != "" {
+		b.WriteString(": ")
+		b.WriteString(oneLine(e.Description, 300))
+	}
+	if e.Detail != nil {
+		b.WriteString(" (detail: ")
+		b.WriteString(oneLine(renderDetail(e.Detail), 300))
+		b.WriteByte(')')
+	}
+	if e.Message == "" && e.Description == "" && e.Detail == nil {
+		b.WriteString(": ")
+		if t := http.StatusText(e.Status); t != "" {
+			b.WriteString(t)
+		} else {
+			b.WriteString("no body")
+		}
+	}
+	return b.String()
+}
+
+// RetryAt is the earliest instant the service asked the client to retry at
+// through Retry-After, or the zero time if it did not say.
+func (e *APIError) RetryAt() time.Time { return e.retryAt }
+
+func renderDetail(d any) string {
+	if s, ok := d.(string); ok {
+		return s
+	}
+	b, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Sprint(d)
+	}
+	return string(b)
+}
+
+// oneLine collapses whitespace runs (newlines included) to single spaces and
+// cuts s to at most max bytes on a rune boundary.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "…"
+}
+
+// RetentionError is a read rejected because its range reaches further back
+// than the account's retention window (403, code 403003; or, with
+// format=csv, a 403 with an empty body). The service rejects such a range in
+// full, so the caller must move its retention floor forward and ask again.
+type RetentionError struct {
+	// API is the service's response.
+	API *APIError
+}
+
+// Error describes the rejection.
+func (e *RetentionError) Error() string {
+	return "range reaches past the retention window: " + e.API.Error()
+}
+
+// Unwrap gives the APIError, so that errors.As finds it too.
+func (e *RetentionError) Unwrap() error { return e.API }
+
+// TransportError is a failure below HTTP semantics: the connection could not
+// be made or was reset, the request timed out, or the body was cut
+// mid-stream. It is always retryable.
+type TransportError struct {
+	// Method and Endpoint (the URL path, no query) name the request.
+	Method   string
+	Endpoint string
+	// Timeout says the per-request timeout expired.
+	Timeout bool
+	// Cut says the response body ended or failed before it was complete.
+	Cut bool
+	// Err is the underlying error.
+	Err error
+}
+
+// Error names the request and the failure.
+func (e *TransportError) Error() string {
+	what := "transport"
+	switch {
+	case e.Timeout:
+		what = "timeout"
+	case e.Cut:
+		what = "body cut"
+	}
+	return fmt.Sprintf("%s %s: %s: %v", e.Method, e.Endpoint, what, e.Err)
+}
+
+// Unwrap gives the underlying error.
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// DecodeError is a response body the client cannot read as the service's
+// documentation describes it: bad syntax, an unexpected shape, a frame that
+// does not belong to the requested variable, or a timestamp outside the
+// requested range (a seconds-precision timestamp is one). It is permanent,
+// except that a client-side DecodeError caused by a body cut short is reported
+// as a TransportError instead.
+type DecodeError struct {
+	// VariableID names the variable whose frame was being read, if any.
+	VariableID string
+	// Frame and Row locate the failure (-1 when not inside one).
+	Frame, Row int
+	// Offset is the byte offset in the body.
+	Offset int64
+	// Msg says what was wrong.
+	Msg string
+	// Err is an underlying error (a read error, io.ErrUnexpectedEOF, a sink
+	// error is never wrapped here).
+	Err error
+}
+
+// Error locates and describes the failure.
+func (e *DecodeError) Error() string {
+	var b strings.Builder
+	b.WriteString("decode")
+	if e.VariableID != "" {
+		b.WriteString(" variable ")
+		b.WriteString(e.VariableID)
+	}
+	if e.Frame >= 0 {
+		fmt.Fprintf(&b, " frame %d", e.Frame)
+	}
+	if e.Row >= 0 {
+		fmt.Fprintf(&b, " row %d", e.Row)
+	}
+	fmt.Fprintf(&b, " at byte %d: %s", e.Offset, e.Msg)
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	}
+	return b.String()
+}
+
+// Unwrap gives the underlying error.
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// ErrStatisticNotImplemented is returned by Statistic when the service
+// answers 200 with an empty object, its way of saying that the function is
+// not one it implements.
+var ErrStatisticNotImplemented = errors.New("statistic function not implemented by the service (200 with {})")
+
+// Retryable tells whether err is worth retrying: 5xx, 429 and 408 responses,
+// timeouts, connection failures and bodies cut mid-stream are; other 4xx,
+// decode errors, cancelled contexts and everything else are not.
+func Retryable(err error) bool {
+	var te *TransportError
+	if errors.As(err, &te) {
+		return true
+	}
+	var ae *APIError
+	if errors.As(err, &ae) {
+		return retryableStatus(ae.Status)
+	}
+	return false
+}
+
+func retryableStatus(status int) bool {
+	return status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout
+}
+
+// IsRetention tells whether err is a range rejected for reaching past the
+// retention window; errors.As with *RetentionError gives the details.
+func IsRetention(err error) bool {
+	var re *RetentionError
+	return errors.As(err, &re)
+}
+
+// IsUnauthorized tells whether err is a 401: the token is wrong or expired
+// and re-reading it did not help.
+func IsUnauthorized(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusUnauthorized
+}
+
+// IsNotFound tells whether err is a 404 (an unknown object or label, or a
+// page past the end).
+func IsNotFound(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
+}
+
+// ParseError builds the APIError of a non-2xx response from its status and
+// body. It accepts any of the four documented shapes, an empty body and
+// anything else (the text then becomes the message), and never fails.
+func ParseError(status int, body []byte) *APIError {
+	e := &APIError{Status: status}
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return e
+	}
+	var m map[string]json.RawMessage
+	if trimmed[0] != '{' || json.Unmarshal(trimmed, &m) != nil {
+		e.Message = oneLine(string(bytes.ToValidUTF8(trimmed, []byte("?"))), 300)
+		return e
+	}
+	if raw, ok := m["code"]; ok {
+		e.Code = parseCode(raw)
+	}
+	if raw, ok := m["message"]; ok {
+		e.Message = rawText(raw)
+	}
+	if raw, ok := m["description"]; ok {
+		e.Description = rawText(raw)
+	}
+	if raw, ok := m["detail"]; ok {
+		var d any
+		if json.Unmarshal(raw, &d) == nil {
+			e.Detail = d
+		}
+	}
+	if e.Code == 0 && e.Message == "" && e.Description == "" && e.Detail == nil {
+		// An object of some other shape: keep it readable.
+		e.Message = oneLine(string(trimmed), 300)
+	}
+	return e
+}
+
+// parseCode reads a code given as a number or a numeric string.
+func parseCode(raw json.RawMessage) int {
+	var n json.Number
+	if json.Unmarshal(raw, &n) == nil {
+		if i, err := n.Int64(); err == nil && i >= 0 && i <= 1<<31 {
+			return int(i)
+		}
+		return 0
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if i, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && i >= 0 {
+			return i
+		}
+	}
+	return 0
+}
+
+// rawText renders a JSON value as text: a string as itself, anything else as
+// its JSON.
+func rawText(raw json.RawMessage) string {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	if string(raw) == "null" {
+		return ""
+	}
+	return string(raw)
+}
+
+// parseRetryAfter reads a Retry-After header in its seconds or HTTP-date
+// form; ok is false when absent or unreadable.
+func parseRetryAfter(v string, now time.Time) (time.Time, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return time.Time{}, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			secs = 0
+		}
+		if secs > 86400 {
+			secs = 86400
+		}
+		return now.Add(time.Duration(secs) * time.Second), true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return t, true
+	}
+	return time.Time{}, false
+}

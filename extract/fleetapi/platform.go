@@ -1,0 +1,411 @@
+package fleetapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// Endpoint labels of the metrics: bounded route names, never ids.
+const (
+	epOrganizations       = "organizations"
+	epOrganization        = "organization"
+	epOrganizationDevices = "organization_devices"
+	epDeviceGroups        = "device_groups"
+	epDeviceGroup         = "device_group"
+	epDeviceGroupDevices  = "device_group_devices"
+	epDeviceGroupMembers  = "device_group_members"
+	epDevices             = "devices"
+	epDevice              = "device"
+	epDeviceVariables     = "device_variables"
+	epDeviceVariable      = "device_variable"
+	epVariables           = "variables"
+	epVariable            = "variable"
+	epEventLogs           = "event_logs"
+	epOptions             = "options"
+	epValues              = "values"
+	epValuesCSV           = "values_csv"
+	epStatistics          = "statistics"
+	epAggregation         = "aggregation"
+	epRawSeries           = "raw_series"
+)
+
+// esc escapes one path segment (an id or a ~label; "~" stays as is).
+func esc(seg string) string { return url.PathEscape(seg) }
+
+// LabelKey is the `~<label>` key that addresses a device, event, device group
+// or organization by its account-wide unique label.
+func LabelKey(label string) string { return "~" + label }
+
+func (c *Client) listQuery() url.Values {
+	return url.Values{"page_size": {strconv.Itoa(c.cfg.PageSize)}}
+}
+
+// parseTime reads an ISO-8601 resource timestamp; an absent or unreadable
+// one gives the zero time, since a metadata date is not worth failing a
+// listing for.
+func parseTime(s string) time.Time {
+	if s == "" {
+		return time.Time{}
+	}
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t.UTC()
+	}
+	if t, err := time.Parse("2006-01-02T15:04:05.999999999", s); err == nil {
+		return t.UTC()
+	}
+	return time.Time{}
+}
+
+// millis reads a POSIX-milliseconds field that may be null or absent.
+func millis(n json.Number) int64 {
+	if n == "" {
+		return 0
+	}
+	if i, err := n.Int64(); err == nil {
+		return i
+	}
+	if f, err := n.Float64(); err == nil {
+		return int64(f)
+	}
+	return 0
+}
+
+// object returns raw when it is a JSON object, "{}" otherwise (null,
+// absent), compacted.
+func object(raw json.RawMessage) json.RawMessage {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '{' {
+		return json.RawMessage("{}")
+	}
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return json.RawMessage("{}")
+	}
+	return b.Bytes()
+}
+
+// ref reads a reference to another resource given as an id string or as an
+// object with an id (and maybe a label).
+func ref(raw json.RawMessage) (id, label string) {
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, ""
+	}
+	var o struct {
+		ID    string `json:"id"`
+		Label string `json:"label"`
+	}
+	if json.Unmarshal(raw, &o) == nil {
+		return o.ID, o.Label
+	}
+	return "", ""
+}
+
+type deviceJSON struct {
+	URL          string          `json:"url"`
+	ID           string          `json:"id"`
+	Label        string          `json:"label"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Properties   json.RawMessage `json:"properties"`
+	Tags         []string        `json:"tags"`
+	CreatedAt    string          `json:"createdAt"`
+	LastActivity json.Number     `json:"lastActivity"`
+}
+
+func (d deviceJSON) device() pipeline.Device {
+	return pipeline.Device{
+		ID: d.ID, Label: d.Label, Name: d.Name, Description: d.Description, URL: d.URL,
+		Properties: object(d.Properties), Tags: d.Tags, CreatedAt: parseTime(d.CreatedAt),
+		LastActivityMs: millis(d.LastActivity),
+	}
+}
+
+type variableJSON struct {
+	URL          string          `json:"url"`
+	ID           string          `json:"id"`
+	Label        string          `json:"label"`
+	Name         string          `json:"name"`
+	Properties   json.RawMessage `json:"properties"`
+	Device       json.RawMessage `json:"device"`
+	CreatedAt    string          `json:"createdAt"`
+	LastActivity json.Number     `json:"lastActivity"`
+	LastValue    json.RawMessage `json:"lastValue"`
+}
+
+func (v variableJSON) variable() pipeline.Variable {
+	devID, devLabel := ref(v.Device)
+	return pipeline.Variable{
+		ID: v.ID, Label: v.Label, Name: v.Name, DeviceID: devID, DeviceLabel: devLabel,
+		Properties: object(v.Properties), CreatedAt: parseTime(v.CreatedAt), LastActivityMs: millis(v.LastActivity),
+	}
+}
+
+// Devices calls fn for every device of the account (GET /devices/, all
+// pages).
+func (c *Client) Devices(ctx context.Context, fn func(pipeline.Device) error) error {
+	return listPages(ctx, c, epDevices, c.apiURL(platformPrefix, "/devices/", c.listQuery()),
+		func(d deviceJSON) error { return fn(d.device()) })
+}
+
+// Device reads one device by id or `~label`.
+func (c *Client) Device(ctx context.Context, key string) (pipeline.Device, error) {
+	var d deviceJSON
+	if err := c.getJSON(ctx, epDevice, c.apiURL(platformPrefix, "/devices/"+esc(key)+"/", nil), &d); err != nil {
+		return pipeline.Device{}, fmt.Errorf("device %s: %w", key, err)
+	}
+	return d.device(), nil
+}
+
+// deviceKey addresses d by id, or by label when the id is unknown.
+func deviceKey(d pipeline.Device) string {
+	if d.ID != "" {
+		return d.ID
+	}
+	return LabelKey(d.Label)
+}
+
+// Variables calls fn for every variable of the device (GET
+// /devices/{key}/variables/, all pages). DeviceID and DeviceLabel come from
+// the response, or from d when the response does not say.
+func (c *Client) Variables(ctx context.Context, d pipeline.Device, fn func(pipeline.Variable) error) error {
+	key := deviceKey(d)
+	err := listPages(ctx, c, epDeviceVariables, c.apiURL(platformPrefix, "/devices/"+esc(key)+"/variables/", c.listQuery()),
+		func(vj variableJSON) error {
+			v := vj.variable()
+			if v.DeviceID == "" {
+				v.DeviceID = d.ID
+			}
+			if v.DeviceLabel == "" {
+				v.DeviceLabel = d.Label
+			}
+			return fn(v)
+		})
+	if err != nil {
+		return fmt.Errorf("variables of device %s: %w", key, err)
+	}
+	return nil
+}
+
+// AllVariables calls fn for every variable of the account (GET /variables/,
+// all pages).
+func (c *Client) AllVariables(ctx context.Context, fn func(pipeline.Variable) error) error {
+	return listPages(ctx, c, epVariables, c.apiURL(platformPrefix, "/variables/", c.listQuery()),
+		func(v variableJSON) error { return fn(v.variable()) })
+}
+
+// DeviceVariable reads one variable addressed by its label under its device
+// (GET /devices/{device_key}/variables/~{label}/), the only way to address a
+// variable by label, since variable labels are unique only within a device.
+func (c *Client) DeviceVariable(ctx context.Context, deviceKey, label string) (pipeline.Variable, error) {
+	var v variableJSON
+	u := c.apiURL(platformPrefix, "/devices/"+esc(deviceKey)+"/variables/"+esc(LabelKey(label))+"/", nil)
+	if err := c.getJSON(ctx, epDeviceVariable, u, &v); err != nil {
+		return pipeline.Variable{}, fmt.Errorf("variable ~%s of device %s: %w", label, deviceKey, err)
+	}
+	return v.variable(), nil
+}
+
+// VariableDetail is a variable with its most recent reading.
+type VariableDetail struct {
+	pipeline.Variable
+	// LastValue is the newest point; nil when the variable has none.
+	LastValue *pipeline.Point
+}
+
+// Variable reads one variable by id (GET /variables/{id}/) with its last
+// value. The path takes an id only: the service answers a `~label` with 400
+// (code 400001).
+func (c *Client) Variable(ctx context.Context, id string) (VariableDetail, error) {
+	var v variableJSON
+	if err := c.getJSON(ctx, epVariable, c.apiURL(platformPrefix, "/variables/"+esc(id)+"/", nil), &v); err != nil {
+		return VariableDetail{}, fmt.Errorf("variable %s: %w", id, err)
+	}
+	out := VariableDetail{Variable: v.variable()}
+	lv := bytes.TrimSpace(v.LastValue)
+	if len(lv) > 0 && lv[0] == '{' {
+		var p valueJSON
+		if err := json.Unmarshal(lv, &p); err != nil {
+			return out, fmt.Errorf("variable %s: lastValue: %w", id, err)
+		}
+		if pt, ok := p.point(); ok {
+			out.LastValue = &pt
+		}
+	}
+	return out, nil
+}
+
+// DeviceGroup is a cluster of devices inside an organization.
+type DeviceGroup struct {
+	ID, Label, Name, URL string
+	// Organization is the owning organization's id.
+	Organization string
+	Tags         []string
+	// DeviceIDs lists the members when the representation includes them.
+	DeviceIDs []string
+	CreatedAt time.Time
+}
+
+type groupJSON struct {
+	URL          string          `json:"url"`
+	ID           string          `json:"id"`
+	Label        string          `json:"label"`
+	Name         string          `json:"name"`
+	Organization json.RawMessage `json:"organization"`
+	Tags         []string        `json:"tags"`
+	Devices      json.RawMessage `json:"devices"`
+	CreatedAt    string          `json:"createdAt"`
+}
+
+func (g groupJSON) group() DeviceGroup {
+	org, _ := ref(g.Organization)
+	out := DeviceGroup{ID: g.ID, Label: g.Label, Name: g.Name, URL: g.URL, Organization: org, Tags: g.Tags, CreatedAt: parseTime(g.CreatedAt)}
+	var members []json.RawMessage
+	if json.Unmarshal(g.Devices, &members) == nil {
+		for _, m := range members {
+			if id, _ := ref(m); id != "" {
+				out.DeviceIDs = append(out.DeviceIDs, id)
+			}
+		}
+	}
+	return out
+}
+
+// DeviceGroups calls fn for every device group (GET /device_groups/).
+func (c *Client) DeviceGroups(ctx context.Context, fn func(DeviceGroup) error) error {
+	return listPages(ctx, c, epDeviceGroups, c.apiURL(platformPrefix, "/device_groups/", c.listQuery()),
+		func(g groupJSON) error { return fn(g.group()) })
+}
+
+// DeviceGroup reads one device group by id or `~label`.
+func (c *Client) DeviceGroup(ctx context.Context, key string) (DeviceGroup, error) {
+	var g groupJSON
+	if err := c.getJSON(ctx, epDeviceGroup, c.apiURL(platformPrefix, "/device_groups/"+esc(key)+"/", nil), &g); err != nil {
+		return DeviceGroup{}, fmt.Errorf("device group %s: %w", key, err)
+	}
+	return g.group(), nil
+}
+
+// DeviceGroupDevices calls fn for every member device of a group (GET
+// /device_groups/{key}/devices/).
+func (c *Client) DeviceGroupDevices(ctx context.Context, key string, fn func(pipeline.Device) error) error {
+	u := c.apiURL(platformPrefix, "/device_groups/"+esc(key)+"/devices/", c.listQuery())
+	if err := listPages(ctx, c, epDeviceGroupDevices, u, func(d deviceJSON) error { return fn(d.device()) }); err != nil {
+		return fmt.Errorf("devices of group %s: %w", key, err)
+	}
+	return nil
+}
+
+// Organization is a sub-account, a hard access boundary.
+type Organization struct {
+	ID, Label, Name, URL string
+	CreatedAt            time.Time
+}
+
+type orgJSON struct {
+	URL       string `json:"url"`
+	ID        string `json:"id"`
+	Label     string `json:"label"`
+	Name      string `json:"name"`
+	CreatedAt string `json:"createdAt"`
+}
+
+func (o orgJSON) org() Organization {
+	return Organization{ID: o.ID, Label: o.Label, Name: o.Name, URL: o.URL, CreatedAt: parseTime(o.CreatedAt)}
+}
+
+// Organizations calls fn for every organization (GET /organizations/). It
+// needs an organization- or account-scoped token; an ordinary one gets a
+// 403 *APIError with a detail and no code.
+func (c *Client) Organizations(ctx context.Context, fn func(Organization) error) error {
+	return listPages(ctx, c, epOrganizations, c.apiURL(platformPrefix, "/organizations/", c.listQuery()),
+		func(o orgJSON) error { return fn(o.org()) })
+}
+
+// Organization reads one organization by id or `~label`; the same token rule
+// as Organizations applies.
+func (c *Client) Organization(ctx context.Context, key string) (Organization, error) {
+	var o orgJSON
+	if err := c.getJSON(ctx, epOrganization, c.apiURL(platformPrefix, "/organizations/"+esc(key)+"/", nil), &o); err != nil {
+		return Organization{}, fmt.Errorf("organization %s: %w", key, err)
+	}
+	return o.org(), nil
+}
+
+// OrganizationDevices calls fn for every device of an organization (GET
+// /organizations/{key}/devices/), which an ordinary token may read. Each
+// device's Organization is set to key when key is an id.
+func (c *Client) OrganizationDevices(ctx context.Context, key string, fn func(pipeline.Device) error) error {
+	org := key
+	if strings.HasPrefix(key, "~") {
+		org = ""
+	}
+	u := c.apiURL(platformPrefix, "/organizations/"+esc(key)+"/devices/", c.listQuery())
+	err := listPages(ctx, c, epOrganizationDevices, u, func(dj deviceJSON) error {
+		d := dj.device()
+		d.Organization = org
+		return fn(d)
+	})
+	if err != nil {
+		return fmt.Errorf("devices of organization %s: %w", key, err)
+	}
+	return nil
+}
+
+// EventLog is one entry of an event's log history. Its fields beyond id and
+// createdAt are not documented, so the whole object is kept in Raw.
+type EventLog struct {
+	ID        string
+	CreatedAt time.Time
+	Raw       json.RawMessage
+}
+
+// EventLogs calls fn for every log entry of an event (GET
+// /events/{key}/logs/), following the cursor envelope's `next` verbatim;
+// pageSize is sent explicitly (the service has no default and would
+// otherwise return the whole history at once); 0 means the Client's
+// PageSize.
+func (c *Client) EventLogs(ctx context.Context, eventKey string, pageSize int, fn func(EventLog) error) error {
+	if pageSize <= 0 {
+		pageSize = c.cfg.PageSize
+	}
+	u := c.apiURL(platformPrefix, "/events/"+esc(eventKey)+"/logs/", url.Values{"page_size": {strconv.Itoa(pageSize)}})
+	err := listPages(ctx, c, epEventLogs, u, func(raw json.RawMessage) error {
+		var head struct {
+			ID        string `json:"id"`
+			CreatedAt string `json:"createdAt"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return &DecodeError{Frame: -1, Row: -1, Msg: "an event log entry is not an object", Err: err}
+		}
+		return fn(EventLog{ID: head.ID, CreatedAt: parseTime(head.CreatedAt), Raw: raw})
+	})
+	if err != nil {
+		return fmt.Errorf("logs of event %s: %w", eventKey, err)
+	}
+	return nil
+}
+
+// Describe sends OPTIONS to a Platform API path (relative to /api/v2.0,
+// for example "/devices/") and returns the service's JSON description:
+// `name` and `actions` keyed by method.
+func (c *Client) Describe(ctx context.Context, path string) (json.RawMessage, error) {
+	var out json.RawMessage
+	u := c.apiURL(platformPrefix, path, nil)
+	err := c.do(ctx, &call{method: http.MethodOptions, endpoint: epOptions, u: u, accept: "application/json",
+		handle: func(_ *http.Response, body io.Reader) error { return decodeJSON(body, &out) }})
+	if err != nil {
+		return nil, fmt.Errorf("describe %s: %w", path, err)
+	}
+	return out, nil
+}

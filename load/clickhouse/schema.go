@@ -1,0 +1,269 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Names of fleetsync's tables, before Config.TablePrefix is applied.
+const (
+	TableDatapoints       = "datapoints"
+	TableDevices          = "devices"
+	TableVariables        = "variables"
+	TableSyncState        = "sync_state"
+	TableSyncLease        = "sync_lease"
+	TableSchemaMigrations = "schema_migrations"
+)
+
+// SchemaVersion is the schema this code writes. Migrate records it in
+// schema_migrations; bump it (and add the columns to the definitions below)
+// whenever the schema changes.
+const SchemaVersion = 1
+
+// column is one column of a table: its type, and the DEFAULT expression
+// used when it is added to an existing table or left out of an INSERT.
+type column struct {
+	name, typ, dflt string
+}
+
+// tableDef describes a table as the current code needs it. Columns are only
+// ever added at the end of a definition, never removed or retyped, so
+// Migrate can upgrade an older table by adding what is missing.
+type tableDef struct {
+	name    string
+	columns []column
+	engine  string
+}
+
+// schema is every table fleetsync owns. ClickHouse 18.16 knows neither
+// `ADD COLUMN IF NOT EXISTS` nor DateTime64, so upgrades compare against
+// system.columns and timestamps are Int64 milliseconds beside a DateTime.
+var schema = []tableDef{
+	{
+		name: TableDatapoints,
+		columns: []column{
+			{name: "variable_id", typ: "String"},
+			{name: "device_id", typ: "String"},
+			{name: "device_label", typ: "String"},
+			{name: "variable_label", typ: "String"},
+			{name: "ts_ms", typ: "Int64"},
+			{name: "ts", typ: "DateTime('UTC')"},
+			{name: "value", typ: "Float64"},
+			{name: "context", typ: "String"},
+			{name: "lat", typ: "Nullable(Float64)"},
+			{name: "lng", typ: "Nullable(Float64)"},
+			// Filled by the server: it is the load time and costs the
+			// client nothing per row.
+			{name: "loaded_at", typ: "DateTime('UTC')", dflt: "now()"},
+			{name: "version", typ: "UInt64"},
+		},
+		// version is the load time in ns: a re-read of the same
+		// (variable_id, ts_ms) replaces the earlier row.
+		engine: "ReplacingMergeTree(version) PARTITION BY toYYYYMM(ts) ORDER BY (variable_id, ts_ms)",
+	},
+	{
+		name: TableDevices,
+		columns: []column{
+			{name: "id", typ: "String"},
+			{name: "label", typ: "String"},
+			{name: "name", typ: "String"},
+			{name: "description", typ: "String"},
+			{name: "url", typ: "String"},
+			{name: "properties", typ: "String"},
+			{name: "tags", typ: "Array(String)"},
+			{name: "organization_id", typ: "String"},
+			{name: "created_at", typ: "DateTime('UTC')"},
+			{name: "last_activity_ms", typ: "Int64"},
+			{name: "deleted", typ: "UInt8"},
+			{name: "synced_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY id",
+	},
+	{
+		name: TableVariables,
+		columns: []column{
+			{name: "id", typ: "String"},
+			{name: "device_id", typ: "String"},
+			{name: "label", typ: "String"},
+			{name: "name", typ: "String"},
+			{name: "properties", typ: "String"},
+			{name: "color", typ: "String"},
+			{name: "created_at", typ: "DateTime('UTC')"},
+			{name: "last_activity_ms", typ: "Int64"},
+			{name: "deleted", typ: "UInt8"},
+			{name: "synced_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+			{name: "device_label", typ: "String"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY id",
+	},
+	{
+		name: TableSyncState,
+		columns: []column{
+			{name: "variable_id", typ: "String"},
+			{name: "hwm_ms", typ: "Int64"},
+			{name: "last_activity_ms", typ: "Int64"},
+			{name: "updated_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		// version is the mark itself (hwm_ms), so a merge keeps the
+		// greatest mark of a variable and can never move it backwards.
+		engine: "ReplacingMergeTree(version) ORDER BY variable_id",
+	},
+	{
+		name: TableSyncLease,
+		columns: []column{
+			{name: "name", typ: "String"},
+			{name: "holder", typ: "String"},
+			{name: "token", typ: "String"},
+			{name: "expires_at_ms", typ: "Int64"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY name",
+	},
+	{
+		name: TableSchemaMigrations,
+		columns: []column{
+			{name: "version", typ: "UInt32"},
+			{name: "applied_at", typ: "DateTime('UTC')"},
+		},
+		engine: "ReplacingMergeTree ORDER BY version",
+	},
+}
+
+func (col column) ddl() string {
+	s := "`" + col.name + "` " + col.typ
+	if col.dflt != "" {
+		s += " DEFAULT " + col.dflt
+	}
+	return s
+}
+
+// Migrate creates the database and every table, and upgrades older tables by
+// adding the columns they lack. Running it again changes nothing. It is safe
+// to run concurrently with another Migrate (two overlapping cycles).
+func (c *Client) Migrate(ctx context.Context) error {
+	if err := c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+c.cfg.Database+"`"); err != nil {
+		return fmt.Errorf("migrate: create database %s: %w", c.cfg.Database, err)
+	}
+	for _, t := range schema {
+		if err := c.migrateTable(ctx, t); err != nil {
+			return fmt.Errorf("migrate %s: %w", c.Table(t.name), err)
+		}
+	}
+	if err := c.recordSchemaVersion(ctx); err != nil {
+		return fmt.Errorf("migrate: record schema version: %w", err)
+	}
+	return nil
+}
+
+func (c *Client) migrateTable(ctx context.Context, t tableDef) error {
+	cols := make([]string, len(t.columns))
+	for i, col := range t.columns {
+		cols[i] = col.ddl()
+	}
+	create := "CREATE TABLE IF NOT EXISTS " + c.Table(t.name) + " (" + strings.Join(cols, ", ") + ") ENGINE = " + t.engine
+	if err := c.conn.Exec(ctx, create); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	have, err := c.columnTypes(ctx, t.name)
+	if err != nil {
+		return err
+	}
+	for i, col := range t.columns {
+		typ, ok := have[col.name]
+		if ok {
+			if typ != col.typ {
+				// Never retype a column behind the user's back; inserts
+				// will say precisely what does not fit.
+				c.log.Warn("column type differs from fleetsync's schema",
+					zap.String("table", t.name), zap.String("column", col.name),
+					zap.String("have", typ), zap.String("want", col.typ))
+			}
+			continue
+		}
+		alter := "ALTER TABLE " + c.Table(t.name) + " ADD COLUMN " + col.ddl()
+		if i > 0 {
+			alter += " AFTER `" + t.columns[i-1].name + "`"
+		}
+		if err := c.conn.Exec(ctx, alter); err != nil {
+			// A concurrent Migrate may have added it in the meantime.
+			if again, qerr := c.columnTypes(ctx, t.name); qerr == nil {
+				if _, ok := again[col.name]; ok {
+					continue
+				}
+			}
+			return fmt.Errorf("add column %s: %w", col.name, err)
+		}
+		c.log.Info("added column", zap.String("table", t.name), zap.String("column", col.name))
+		have[col.name] = col.typ
+	}
+	return nil
+}
+
+func (c *Client) columnTypes(ctx context.Context, table string) (map[string]string, error) {
+	rows, err := c.conn.Query(ctx, "SELECT name, type FROM system.columns WHERE database = ? AND table = ?",
+		c.cfg.Database, c.cfg.TablePrefix+table)
+	if err != nil {
+		return nil, fmt.Errorf("read columns: %w", err)
+	}
+	defer rows.Close()
+	have := map[string]string{}
+	for rows.Next() {
+		var name, typ string
+		if err := rows.Scan(&name, &typ); err != nil {
+			return nil, fmt.Errorf("read columns: %w", err)
+		}
+		have[name] = typ
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read columns: %w", err)
+	}
+	return have, nil
+}
+
+func (c *Client) recordSchemaVersion(ctx context.Context) error {
+	var n uint64
+	if err := c.conn.QueryRow(ctx, "SELECT count() FROM "+c.Table(TableSchemaMigrations)+" WHERE version = ?", uint32(SchemaVersion)).Scan(&n); err != nil {
+		return err
+	}
+	if n > 0 {
+		return nil
+	}
+	// INSERT ... VALUES through Exec hangs on 18.16 (the server waits for
+	// data blocks), so even one row goes through a batch.
+	return c.Retry(ctx, TableSchemaMigrations, func(ctx context.Context) error {
+		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(TableSchemaMigrations)+" (version, applied_at)")
+		if err != nil {
+			return err
+		}
+		defer b.Abort()
+		if err := b.Append(uint32(SchemaVersion), time.Now().UTC()); err != nil {
+			return err
+		}
+		return b.Send()
+	})
+}
+
+// AppliedSchemaVersion is the greatest schema version Migrate has recorded,
+// 0 when the database has never been migrated.
+func (c *Client) AppliedSchemaVersion(ctx context.Context) (uint32, error) {
+	var exists uint8
+	if err := c.conn.QueryRow(ctx, "SELECT count() > 0 FROM system.tables WHERE database = ? AND name = ?",
+		c.cfg.Database, c.cfg.TablePrefix+TableSchemaMigrations).Scan(&exists); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if exists == 0 {
+		return 0, nil
+	}
+	var v uint32
+	if err := c.conn.QueryRow(ctx, "SELECT max(version) FROM "+c.Table(TableSchemaMigrations)).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return v, nil
+}

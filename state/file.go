@@ -1,0 +1,305 @@
+package state
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// fileFormat is the version of the state file's layout.
+const fileFormat = 1
+
+// File keeps the marks in a JSON file. Writes are atomic (a temporary file in
+// the same directory, fsynced, renamed over the old one, directory fsynced),
+// so a crash leaves either the old or the new marks, never a torn file.
+// Commits from several processes are serialised by an flock on PATH.lock;
+// the sync lease lives in PATH.lease.
+type File struct {
+	path string
+	// mu serialises this process's commits; the flock serialises processes.
+	mu sync.Mutex
+}
+
+// NewFile returns a store for the file at path. The file need not exist yet;
+// its directory must.
+func NewFile(path string) *File { return &File{path: path} }
+
+// Path is the state file's path.
+func (f *File) Path() string { return f.path }
+
+// CorruptFileError is a state file that cannot be read as marks.
+type CorruptFileError struct {
+	Path string
+	Err  error
+}
+
+func (e *CorruptFileError) Error() string {
+	return fmt.Sprintf("state file %s is corrupt (%v): restore it from a backup, or delete it to re-read every variable from the retention floor (points loaded twice are deduplicated)", e.Path, e.Err)
+}
+
+func (e *CorruptFileError) Unwrap() error { return e.Err }
+
+type fileDoc struct {
+	Format int                 `json:"format"`
+	Marks  map[string]fileMark `json:"marks"`
+}
+
+type fileMark struct {
+	HwmMs          int64     `json:"hwm_ms"`
+	LastActivityMs int64     `json:"last_activity_ms"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// Load returns every stored mark; a missing file is an empty state.
+func (f *File) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return f.read()
+}
+
+func (f *File) read() (map[string]pipeline.Mark, error) {
+	data, err := os.ReadFile(f.path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]pipeline.Mark{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state file: %w", err)
+	}
+	var doc fileDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, &CorruptFileError{Path: f.path, Err: err}
+	}
+	if doc.Format != fileFormat {
+		return nil, &CorruptFileError{Path: f.path, Err: fmt.Errorf("format %d, want %d", doc.Format, fileFormat)}
+	}
+	marks := make(map[string]pipeline.Mark, len(doc.Marks))
+	for id, m := range doc.Marks {
+		if id == "" {
+			return nil, &CorruptFileError{Path: f.path, Err: errors.New("a mark without a variable id")}
+		}
+		marks[id] = pipeline.Mark{VariableID: id, HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, UpdatedAt: m.UpdatedAt}
+	}
+	return marks, nil
+}
+
+// Commit merges marks into the file, keeping for each variable the greater
+// HwmMs of the stored and the given mark, and replaces the file atomically.
+func (f *File) Commit(ctx context.Context, marks []pipeline.Mark) error {
+	if len(marks) == 0 {
+		return nil
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	unlock, err := lockFile(ctx, f.path+".lock")
+	if err != nil {
+		return fmt.Errorf("commit marks to %s: %w", f.path, err)
+	}
+	defer unlock()
+
+	stored, err := f.read()
+	if err != nil {
+		return fmt.Errorf("commit marks: %w", err)
+	}
+	now := time.Now().UTC()
+	for _, m := range marks {
+		if m.UpdatedAt.IsZero() {
+			m.UpdatedAt = now
+		}
+		old, ok := stored[m.VariableID]
+		stored[m.VariableID] = mergeMark(old, ok, m)
+	}
+	doc := fileDoc{Format: fileFormat, Marks: make(map[string]fileMark, len(stored))}
+	for id, m := range stored {
+		doc.Marks[id] = fileMark{HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, UpdatedAt: m.UpdatedAt.UTC()}
+	}
+	data, err := json.MarshalIndent(doc, "", " ")
+	if err != nil {
+		return fmt.Errorf("commit marks: %w", err)
+	}
+	if err := writeAtomic(f.path, append(data, '\n')); err != nil {
+		return fmt.Errorf("commit marks to %s: %w", f.path, err)
+	}
+	return nil
+}
+
+// writeAtomic replaces path with data so that a reader or a crash sees the
+// old or the new content, never a mix.
+func writeAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op after the rename
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	// Make the rename itself durable.
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// lockFile takes an exclusive flock on path, polling until ctx ends, and
+// returns the function that releases it.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { fh.Close() }, nil // closing drops the flock
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			fh.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			fh.Close()
+			return nil, fmt.Errorf("lock %s: %w", path, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// leaseInfo is what a lease file holds, for the message a contender prints.
+type leaseInfo struct {
+	Holder  string    `json:"holder"`
+	Token   string    `json:"token"`
+	Expires time.Time `json:"expires"`
+}
+
+// Acquire takes the sync lease of this state file: an exclusive flock on
+// PATH.lease, which the kernel drops when the process dies, so a crashed
+// holder never blocks the next cycle. ttl is recorded for the contenders'
+// message and Renew; the flock itself does not expire. A held lease yields a
+// *LeaseHeldError.
+func (f *File) Acquire(ctx context.Context, holder string, ttl time.Duration) (Lease, error) {
+	if ttl <= 0 {
+		return nil, fmt.Errorf("acquire lease: ttl %s must be positive", ttl)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	path := f.path + ".lease"
+	fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("acquire lease %s: %w", path, err)
+	}
+	if err := syscall.Flock(int(fh.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		defer fh.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			held := &LeaseHeldError{Where: path}
+			var info leaseInfo
+			if data, rerr := os.ReadFile(path); rerr == nil && json.Unmarshal(data, &info) == nil {
+				held.Holder, held.Expires = info.Holder, info.Expires
+			}
+			return nil, held
+		}
+		return nil, fmt.Errorf("acquire lease %s: %w", path, err)
+	}
+	l := &fileLease{fh: fh, path: path, ttl: ttl, info: leaseInfo{Holder: holder, Token: newToken()}}
+	if err := l.write(); err != nil {
+		fh.Close()
+		return nil, fmt.Errorf("acquire lease %s: %w", path, err)
+	}
+	return l, nil
+}
+
+type fileLease struct {
+	mu   sync.Mutex
+	fh   *os.File
+	path string
+	ttl  time.Duration
+	info leaseInfo
+}
+
+// write records holder and expiry in the locked file. It is rewritten in
+// place (not renamed) because the flock belongs to this inode.
+func (l *fileLease) write() error {
+	l.info.Expires = time.Now().Add(l.ttl).UTC()
+	data, err := json.Marshal(l.info)
+	if err != nil {
+		return err
+	}
+	if err := l.fh.Truncate(0); err != nil {
+		return err
+	}
+	_, err = l.fh.WriteAt(data, 0)
+	return err
+}
+
+func (l *fileLease) Holder() string { return l.info.Holder }
+
+func (l *fileLease) Expires() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.info.Expires
+}
+
+// Renew pushes the recorded expiry forward; the flock itself cannot be lost
+// while the process lives.
+func (l *fileLease) Renew(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fh == nil {
+		return fmt.Errorf("renew lease %s: %w (already released)", l.path, ErrLeaseLost)
+	}
+	if err := l.write(); err != nil {
+		return fmt.Errorf("renew lease %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// Release clears the lease file and drops the flock. Releasing twice is a
+// no-op.
+func (l *fileLease) Release(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fh == nil {
+		return nil
+	}
+	_ = l.fh.Truncate(0)
+	err := l.fh.Close()
+	l.fh = nil
+	if err != nil {
+		return fmt.Errorf("release lease %s: %w", l.path, err)
+	}
+	return nil
+}
+
+// newToken is a random id telling apart two holders that share a name.
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
