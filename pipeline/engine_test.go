@@ -338,3 +338,29 @@ func TestLatLng(t *testing.T) {
 		}
 	}
 }
+
+func TestLag(t *testing.T) {
+	const floor = 1000
+	vars := []Variable{
+		{ID: "caught-up", LastActivityMs: 5000},
+		{ID: "behind", LastActivityMs: 9000},
+		{ID: "idle", LastActivityMs: 0},
+		{ID: "never-read", LastActivityMs: 4000},
+		{ID: "below-floor", LastActivityMs: 500},
+	}
+	marks := map[string]Mark{
+		"caught-up": {HwmMs: 4000, LastActivityMs: 5000},
+		"behind":    {HwmMs: 6000, LastActivityMs: 7000},
+		"idle":      {HwmMs: 100},
+	}
+	got := Lag(vars, marks, floor)
+	want := []struct {
+		id  string
+		lag time.Duration
+	}{{"behind", 3 * time.Second}, {"never-read", 3 * time.Second}, {"caught-up", 0}, {"idle", 0}, {"below-floor", 0}}
+	for i, w := range want {
+		if got[i].Variable.ID != w.id || got[i].Lag != w.lag {
+			t.Fatalf("position %d: %s lag %s, want %s lag %s (all: %+v)", i, got[i].Variable.ID, got[i].Lag, w.id, w.lag, got)
+		}
+	}
+}
