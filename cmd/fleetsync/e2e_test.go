@@ -487,3 +487,22 @@ func fleetsyncBinary(t *testing.T) string {
 	}
 	return binPath
 }
+
+func TestDemoSyncsAndPrintsExampleQueries(t *testing.T) {
+	srv := chserver.Shared(t)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"demo", "--clickhouse", srv.Addr(), "--devices", "2", "--variables", "4", "--points", "500"}, &out, &errb, nil)
+	if code != 0 {
+		t.Fatalf("demo exited %d: %s", code, lastLines(errb.String(), 5))
+	}
+	text := out.String()
+	for _, want := range []string{"Synced ", "-- Latest value of every variable, per device", "-- Hourly average temperature", "device_label", "latest_value", "avg_value"} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, text)
+		}
+	}
+	var n int
+	if _, err := fmt.Sscanf(text[strings.Index(text, "Synced "):], "Synced %d points", &n); err != nil || n < 2*4*400 {
+		t.Fatalf("demo reports %d points (err %v), want about 2x4x500", n, err)
+	}
+}
