@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/robfig/cron/v3"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -101,6 +102,12 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	buildInfo.WithLabelValues(version, goVersion()).Set(1)
 	a.reg.MustRegister(buildInfo)
 	a.metrics = pipeline.NewMetrics(a.reg)
+	// The schedule's period feeds the "no recent success" alert; a CronJob
+	// runs on the same schedule as the daemon would (config validated it).
+	if sched, err := cron.ParseStandard(cfg.Sync.Schedule); err == nil {
+		next := sched.Next(time.Now())
+		a.metrics.SetScheduleInterval(sched.Next(next).Sub(next).Seconds())
+	}
 
 	password := cfg.ClickHouse.Password.Reveal()
 	if cfg.ClickHouse.PasswordFile != "" {

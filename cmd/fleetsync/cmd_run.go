@@ -35,10 +35,6 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer a.Close()
-	now := time.Now()
-	next := sched.Next(now)
-	a.metrics.SetScheduleInterval(sched.Next(next).Sub(next).Seconds())
-
 	d := &daemon{app: a}
 	srv, addr, err := d.serve(cfg.Metrics.Listen)
 	if err != nil {

@@ -138,6 +138,26 @@ func TestSyncPushesMetricsToPushgateway(t *testing.T) {
 		t.Fatal("the token appears in the pushed metrics")
 	}
 
+	lastSuccess, _ := metricValue(body, `fleetsync_last_success_timestamp_seconds{instance="e2e-test",job="fleetsync"}`)
+	if v, ok := metricValue(body, `fleetsync_schedule_interval_seconds{instance="e2e-test",job="fleetsync"}`); !ok || v != 300 {
+		t.Fatalf("fleetsync_schedule_interval_seconds = %v (present %v), want 300 for */5", v, ok)
+	}
+
+	// A failed run pushes its failure but keeps the last success time, so the
+	// "no recent success" alert measures from the last good run.
+	w.writeToken("wrong-token")
+	if code, _, _ := w.cli(context.Background(), "sync", "--config", w.cfgPath); code != 1 {
+		t.Fatalf("a sync with a wrong token exited %d, want 1", code)
+	}
+	w.writeToken(testToken)
+	_, body = httpGet("http://" + addr + "/metrics")
+	if v, _ := metricValue(body, `fleetsync_last_cycle_success{instance="e2e-test",job="fleetsync"}`); v != 0 {
+		t.Fatalf("after a failed run fleetsync_last_cycle_success = %v, want 0", v)
+	}
+	if v, _ := metricValue(body, `fleetsync_last_success_timestamp_seconds{instance="e2e-test",job="fleetsync"}`); v != lastSuccess || v == 0 {
+		t.Fatalf("after a failed run the pushed last success is %v, want the earlier %v", v, lastSuccess)
+	}
+
 	// A Pushgateway that is gone does not fail a good sync.
 	_ = pg.Process.Kill()
 	_ = pg.Wait()
