@@ -21,7 +21,8 @@ type ValuesQuery struct {
 	// CSV form the entire retained series.
 	Start, End int64
 	// PageSize is sent as page_size: 0 means the Client's PageSize for JSON
-	// and none for CSV.
+	// and none for CSV; a negative PageSize sends none (the service's
+	// default of 100 for JSON).
 	PageSize int
 }
 
@@ -70,7 +71,7 @@ func (p valueJSON) point() (pipeline.Point, bool) {
 // /api/v1.6/variables/{id}/values, JSON, all pages). Points with a null
 // value are skipped.
 func (c *Client) Values(ctx context.Context, variableID string, q ValuesQuery, fn func(pipeline.Point) error) error {
-	if q.PageSize <= 0 {
+	if q.PageSize == 0 {
 		q.PageSize = c.cfg.PageSize
 	}
 	u := c.apiURL(dataPrefix, "/variables/"+esc(variableID)+"/values", q.values(""))
@@ -199,7 +200,9 @@ type AggregateValue struct {
 // Aggregate runs the aggregation POST and returns one AggregateValue per
 // requested variable, in request order, whichever join mode was asked: a
 // joined frame is read by its returned columns (`timestamp` and
-// `<variable_id>.<column>`).
+// `<variable_id>.<column>`). The two modes differ in shape: a joined frame
+// has no row for an aggregate without a timestamp (an empty input), so such
+// a variable comes back without a value even for count and sum.
 func (c *Client) Aggregate(ctx context.Context, req AggregationRequest) ([]AggregateValue, error) {
 	body := map[string]any{
 		"variables":       req.VariableIDs,
@@ -316,14 +319,11 @@ func joinedAggregates(cols []string, rows []json.RawMessage, out []AggregateValu
 			return &DecodeError{Frame: -1, Row: r, Msg: fmt.Sprintf("a joined row is not a list of %d cells", len(cols)), Err: err}
 		}
 		for i := range out {
-			if valCol[i] < 0 || out[i].HasValue {
+			if valCol[i] < 0 || out[i].HasValue || string(bytes.TrimSpace(cells[valCol[i]])) == "null" {
 				continue
 			}
 			if err := fillAggregate(&out[i], cells[valCol[i]], cells[tsCol]); err != nil {
 				return err
-			}
-			if !out[i].HasValue {
-				out[i].HasTs = false
 			}
 		}
 	}

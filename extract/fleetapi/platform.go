@@ -17,26 +17,27 @@ import (
 
 // Endpoint labels of the metrics: bounded route names, never ids.
 const (
-	epOrganizations       = "organizations"
-	epOrganization        = "organization"
-	epOrganizationDevices = "organization_devices"
-	epDeviceGroups        = "device_groups"
-	epDeviceGroup         = "device_group"
-	epDeviceGroupDevices  = "device_group_devices"
-	epDeviceGroupMembers  = "device_group_members"
-	epDevices             = "devices"
-	epDevice              = "device"
-	epDeviceVariables     = "device_variables"
-	epDeviceVariable      = "device_variable"
-	epVariables           = "variables"
-	epVariable            = "variable"
-	epEventLogs           = "event_logs"
-	epOptions             = "options"
-	epValues              = "values"
-	epValuesCSV           = "values_csv"
-	epStatistics          = "statistics"
-	epAggregation         = "aggregation"
-	epRawSeries           = "raw_series"
+	epOrganizations          = "organizations"
+	epOrganization           = "organization"
+	epOrganizationDevices    = "organization_devices"
+	epOrganizationDashboards = "organization_dashboards"
+	epDeviceGroups           = "device_groups"
+	epDeviceGroup            = "device_group"
+	epDeviceGroupDevices     = "device_group_devices"
+	epDeviceGroupMembers     = "device_group_members"
+	epDevices                = "devices"
+	epDevice                 = "device"
+	epDeviceVariables        = "device_variables"
+	epDeviceVariable         = "device_variable"
+	epVariables              = "variables"
+	epVariable               = "variable"
+	epEventLogs              = "event_logs"
+	epOptions                = "options"
+	epValues                 = "values"
+	epValuesCSV              = "values_csv"
+	epStatistics             = "statistics"
+	epAggregation            = "aggregation"
+	epRawSeries              = "raw_series"
 )
 
 // esc escapes one path segment (an id or a ~label; "~" stays as is).
@@ -362,6 +363,34 @@ func (c *Client) OrganizationDevices(ctx context.Context, key string, fn func(pi
 	return nil
 }
 
+// Dashboard is an organization's dashboard. Its fields are not documented
+// beyond these, so the whole object is kept in Raw.
+type Dashboard struct {
+	ID, Label, Name string
+	Raw             json.RawMessage
+}
+
+// OrganizationDashboards calls fn for every dashboard of an organization
+// (GET /organizations/{key}/dashboards/), which an ordinary token may read.
+func (c *Client) OrganizationDashboards(ctx context.Context, key string, fn func(Dashboard) error) error {
+	u := c.apiURL(platformPrefix, "/organizations/"+esc(key)+"/dashboards/", c.listQuery())
+	err := listPages(ctx, c, epOrganizationDashboards, u, func(raw json.RawMessage) error {
+		var head struct {
+			ID    string `json:"id"`
+			Label string `json:"label"`
+			Name  string `json:"name"`
+		}
+		if err := json.Unmarshal(raw, &head); err != nil {
+			return &DecodeError{Frame: -1, Row: -1, Msg: "a dashboard is not an object", Err: err}
+		}
+		return fn(Dashboard{ID: head.ID, Label: head.Label, Name: head.Name, Raw: raw})
+	})
+	if err != nil {
+		return fmt.Errorf("dashboards of organization %s: %w", key, err)
+	}
+	return nil
+}
+
 // EventLog is one entry of an event's log history. Its fields beyond id and
 // createdAt are not documented, so the whole object is kept in Raw.
 type EventLog struct {
@@ -371,15 +400,20 @@ type EventLog struct {
 }
 
 // EventLogs calls fn for every log entry of an event (GET
-// /events/{key}/logs/), following the cursor envelope's `next` verbatim;
-// pageSize is sent explicitly (the service has no default and would
-// otherwise return the whole history at once); 0 means the Client's
-// PageSize.
+// /events/{key}/logs/), following the cursor envelope's `next` verbatim and
+// never building a cursor. pageSize is sent explicitly, since the service has
+// no default page size and otherwise returns the whole history at once: 0
+// means the Client's PageSize, and a negative pageSize sends none (one
+// response with everything).
 func (c *Client) EventLogs(ctx context.Context, eventKey string, pageSize int, fn func(EventLog) error) error {
-	if pageSize <= 0 {
+	if pageSize == 0 {
 		pageSize = c.cfg.PageSize
 	}
-	u := c.apiURL(platformPrefix, "/events/"+esc(eventKey)+"/logs/", url.Values{"page_size": {strconv.Itoa(pageSize)}})
+	q := url.Values{}
+	if pageSize > 0 {
+		q.Set("page_size", strconv.Itoa(pageSize))
+	}
+	u := c.apiURL(platformPrefix, "/events/"+esc(eventKey)+"/logs/", q)
 	err := listPages(ctx, c, epEventLogs, u, func(raw json.RawMessage) error {
 		var head struct {
 			ID        string `json:"id"`

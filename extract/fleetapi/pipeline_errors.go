@@ -1,0 +1,23 @@
+package fleetapi
+
+import "github.com/fleetsync/fleetsync/pipeline"
+
+// The pipeline decides by interface what to do with a failed request: these
+// methods carry this package's classification to it without the pipeline
+// importing the client.
+var (
+	_ pipeline.RetryableError = (*APIError)(nil)
+	_ pipeline.RetryableError = (*TransportError)(nil)
+	_ pipeline.RetentionError = (*RetentionError)(nil)
+)
+
+// Retryable reports whether a later attempt may succeed (5xx and 429).
+func (e *APIError) Retryable() bool { return retryableStatus(e.Status) }
+
+// Retryable is always true: connection failures, timeouts and cut bodies
+// are transient.
+func (e *TransportError) Retryable() bool { return true }
+
+// RetentionExceeded marks the 403003 rejection for the pipeline, which moves
+// its retention floor forward.
+func (e *RetentionError) RetentionExceeded() bool { return true }
