@@ -326,21 +326,26 @@ func (r *run) fetch(req *request, chunk *Batch) *Batch {
 		}
 		r.mu.Unlock()
 		chunk.Spans = chunk.Spans[:sink.reqSpans]
-		r.retryOrFail(req, err)
+		r.retryOrFail(req, err, sink.touched)
 		return chunk
 	}
 	r.finishRequest(req, sink.cut)
 	return chunk
 }
 
-func (r *run) retryOrFail(req *request, err error) {
+// retryOrFail decides what a failed request becomes. The source retries
+// failures that happen before its response reaches the sink, within its own
+// budget; the engine re-issues only requests whose response failed after it
+// started (touched), which the source cannot retry without the caller
+// discarding what it already received.
+func (r *run) retryOrFail(req *request, err error, touched bool) {
 	switch {
 	case r.ctx.Err() != nil:
 		r.failRequest(req, context.Cause(r.ctx))
 	case IsRetention(err):
 		r.moveFloor(req, err)
 		r.q.push(req)
-	case IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
+	case touched && IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
 		req.attempt++
 		r.e.log.Warn("raw series request failed, retrying", zap.Int("variables", len(req.targets)),
 			zap.String("from", msTime(req.start)), zap.String("to", msTime(req.end)), zap.Int("attempt", req.attempt), zap.Error(err))
@@ -564,11 +569,14 @@ type frameSink struct {
 	frameStart, frameBytes       int
 	frameMax                     int64
 	cut                          []*targetState
+	// touched is set once any part of the response reached the sink.
+	touched bool
 }
 
 const maxChunkRows = 32 << 10
 
 func (s *frameSink) Point(i int, p Point) error {
+	s.touched = true
 	if i < 0 || i >= len(s.req.targets) {
 		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
 	}
@@ -602,6 +610,7 @@ func (s *frameSink) Point(i int, p Point) error {
 }
 
 func (s *frameSink) EndFrame(i int, rows int) error {
+	s.touched = true
 	if i < 0 || i >= len(s.req.targets) {
 		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
 	}

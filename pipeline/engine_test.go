@@ -364,3 +364,25 @@ func TestLag(t *testing.T) {
 		}
 	}
 }
+
+// untouchedSource fails every request before any of its response arrives,
+// as a source does once its own retry budget is spent.
+type untouchedSource struct {
+	memSource
+	calls int
+}
+
+func (s *untouchedSource) Series(context.Context, SeriesRequest, FrameSink) error {
+	s.calls++
+	return retryErr{}
+}
+
+func TestEngineLeavesRetriesBeforeTheResponseToTheSource(t *testing.T) {
+	_, targets := fixture(2, 5, 1_700_000_000_000)
+	src := &untouchedSource{}
+	st := &memStore{marks: map[string]Mark{}}
+	res := NewEngine(src, &memWriter{rows: map[string]map[int64]Row{}}, st, EngineOptions{VariablesPerRequest: 10, RetryWait: time.Millisecond}, nil, nil, nil).Run(context.Background(), targets)
+	if src.calls != 1 || len(res.Failed) != 2 || len(st.marks) != 0 {
+		t.Fatalf("calls=%d failed=%d marks=%d; want 1 call (the source spent its budget), 2 failed, no mark", src.calls, len(res.Failed), len(st.marks))
+	}
+}
