@@ -76,9 +76,11 @@ type SyncConfig struct {
 	VariablesPerRequest int `yaml:"variables_per_request" json:"variables_per_request"`
 	// MaxInFlight bounds concurrent API requests.
 	MaxInFlight int `yaml:"max_in_flight" json:"max_in_flight"`
-	// BatchRows and BatchAge decide when an insert batch is sent.
-	BatchRows int      `yaml:"batch_rows" json:"batch_rows"`
-	BatchAge  Duration `yaml:"batch_age" json:"batch_age"`
+	// BatchRows, BatchBytes and BatchAge decide when an insert batch is
+	// sent: whichever limit is reached first.
+	BatchRows  int      `yaml:"batch_rows" json:"batch_rows"`
+	BatchBytes int      `yaml:"batch_bytes" json:"batch_bytes"`
+	BatchAge   Duration `yaml:"batch_age" json:"batch_age"`
 	// InsertWorkers bounds concurrent ClickHouse inserts.
 	InsertWorkers int `yaml:"insert_workers" json:"insert_workers"`
 	// SkipIdle skips variables with no activity after their high-water mark.
@@ -164,6 +166,7 @@ func Default() *Config {
 			VariablesPerRequest: 50,
 			MaxInFlight:         4,
 			BatchRows:           100000,
+			BatchBytes:          64 << 20,
 			BatchAge:            Duration(5 * time.Second),
 			InsertWorkers:       2,
 			SkipIdle:            true,

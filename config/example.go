@@ -51,8 +51,10 @@ sync:
   variables_per_request: 50
   # API requests in flight at once, 1 to 64.
   max_in_flight: 4
-  # An insert is sent when the batch holds batch_rows rows or is batch_age old.
+  # An insert is sent when the batch holds batch_rows rows or about
+  # batch_bytes bytes, or is batch_age old.
   batch_rows: 100000
+  batch_bytes: 67108864
   batch_age: 5s
   # ClickHouse inserts in flight at once, 1 to 16.
   insert_workers: 2

@@ -129,6 +129,7 @@ func (s *SyncConfig) validate(p *problems, retention Duration) {
 	between(p, "sync.variables_per_request", s.VariablesPerRequest, 1, 1000)
 	between(p, "sync.max_in_flight", s.MaxInFlight, 1, 64)
 	atLeast(p, "sync.batch_rows", s.BatchRows, 1, "100000")
+	atLeast(p, "sync.batch_bytes", s.BatchBytes, 1<<10, "67108864")
 	positive(p, "sync.batch_age", s.BatchAge, "the longest a batch waits before it is inserted, e.g. 5s")
 	between(p, "sync.insert_workers", s.InsertWorkers, 1, 16)
 	atLeast(p, "sync.shard_count", s.ShardCount, 1, "1")

@@ -31,6 +31,9 @@ type EngineOptions struct {
 	RequestAttempts int
 	// RetryWait is the pause before such a re-try.
 	RetryWait time.Duration
+	// Progress, when set, counts the points acknowledged by ClickHouse as
+	// they are, for a progress line on long backfills.
+	Progress *atomic.Int64
 	// Floor is the earliest timestamp (POSIX ms) requests may reach; it
 	// moves forward when the service rejects a range as past its retention.
 	Floor int64
@@ -519,6 +522,9 @@ func (r *run) ack(chunks []*Batch, err error) {
 		}
 	}
 	r.points.Add(n)
+	if r.e.opts.Progress != nil {
+		r.e.opts.Progress.Add(n)
+	}
 	if r.e.m != nil {
 		r.e.m.pointsLoaded.Add(float64(n))
 	}

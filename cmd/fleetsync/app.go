@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -36,6 +37,11 @@ type app struct {
 	ch      *clickhouse.Client
 	store   stateStore
 	syncer  *pipeline.Syncer
+	// loaded counts acknowledged points for the progress line, shown when
+	// stderr is a terminal (interactive).
+	loaded      atomic.Int64
+	interactive bool
+	stderr      io.Writer
 }
 
 // stateStore is a pipeline.StateStore that can also lease the sync.
@@ -96,7 +102,7 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	a := &app{cfg: cfg, log: log, reg: prometheus.NewRegistry(), interactive: isTerminal(env.stderr), stderr: env.stderr}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetsync_build_info", Help: "Build of the running fleetsync; always 1."}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, goVersion()).Set(1)
@@ -182,8 +188,10 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 			VariablesPerRequest: c.Sync.VariablesPerRequest,
 			MaxInFlight:         c.Sync.MaxInFlight,
 			BatchRows:           c.Sync.BatchRows,
+			BatchBytes:          c.Sync.BatchBytes,
 			BatchAge:            time.Duration(c.Sync.BatchAge),
 			InsertWorkers:       c.Sync.InsertWorkers,
+			Progress:            &a.loaded,
 		},
 		Retention:    time.Duration(c.Source.Retention),
 		Margin:       time.Duration(c.Source.RetentionMargin),

@@ -87,7 +87,9 @@ func cmdBackfill(ctx context.Context, env *cliEnv, args []string) error {
 	if err := a.refreshToken(); err != nil {
 		return err
 	}
+	stop := a.progress()
 	sum, err := a.syncer.Backfill(ctx, from, to, devices)
+	stop()
 	a.logSummary("backfill", sum, err)
 	if err != nil {
 		return err

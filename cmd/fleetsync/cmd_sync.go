@@ -68,12 +68,43 @@ func (a *app) syncOnce(ctx context.Context) error {
 	if err := a.refreshToken(); err != nil {
 		return err
 	}
+	stop := a.progress()
 	sum, err := a.syncer.Cycle(ctx)
+	stop()
 	a.logSummary("cycle", sum, err)
 	if err != nil {
 		return err
 	}
 	return failures(sum)
+}
+
+// progress prints a progress line every second while a cycle or backfill
+// runs, when stderr is a terminal (logs to a file or a collector get the
+// summary only). The returned func stops it.
+func (a *app) progress() (stop func()) {
+	if !a.interactive {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		start := time.Now()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(a.stderr, "\r\033[K")
+				return
+			case <-t.C:
+				n := a.loaded.Load()
+				rate := float64(n) / time.Since(start).Seconds()
+				fmt.Fprintf(a.stderr, "\r\033[Kloaded %d points (%.0f/s), %s", n, rate, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 func (a *app) renewLease(ctx context.Context, l state.Lease, lost context.CancelCauseFunc) {
