@@ -37,6 +37,11 @@ type EngineOptions struct {
 	// Floor is the earliest timestamp (POSIX ms) requests may reach; it
 	// moves forward when the service rejects a range as past its retention.
 	Floor int64
+	// FloorMargin is kept between the service's real retention floor, once
+	// a rejection made the engine search for it, and the floor it moves to,
+	// so that requests are not rejected again as the service's floor
+	// advances with time (default 1m).
+	FloorMargin time.Duration
 }
 
 func (o *EngineOptions) defaults() {
@@ -67,6 +72,9 @@ func (o *EngineOptions) defaults() {
 	if o.RetryWait <= 0 {
 		o.RetryWait = 500 * time.Millisecond
 	}
+	if o.FloorMargin <= 0 {
+		o.FloorMargin = time.Minute
+	}
 }
 
 // RetryableError is implemented by errors that a later attempt may not
@@ -82,6 +90,20 @@ type RetryableError interface {
 type RetentionError interface {
 	error
 	RetentionExceeded() bool
+}
+
+// NotFoundError is implemented by the source's error for an object the
+// service does not know (404): a device or variable deleted since the
+// metadata walk listed it.
+type NotFoundError interface {
+	error
+	NotFound() bool
+}
+
+// IsNotFound reports whether err says the object asked for does not exist.
+func IsNotFound(err error) bool {
+	var r NotFoundError
+	return errors.As(err, &r) && r.NotFound()
 }
 
 // IsRetryable reports whether err says a retry may succeed.
@@ -182,9 +204,6 @@ type request struct {
 	start   int64
 	end     int64
 	attempt int
-	// floorMoves counts the retention rejections of this request; the floor
-	// moves in growing steps with it.
-	floorMoves int
 }
 
 // run is the state of one Engine.Run.
@@ -280,13 +299,25 @@ func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
 func (r *run) fetcher() {
 	chunk := r.pool.Get().(*Batch)
 	chunk.Reset()
+	var since time.Time
 	for {
 		req := r.q.pop()
 		if req == nil {
 			break
 		}
+		if chunk.Len() == 0 {
+			since = time.Now()
+		}
 		chunk = r.fetch(req, chunk)
 		r.q.done()
+		// Rows do not wait in a fetcher's chunk longer than BatchAge: with
+		// a slow source the chunk would otherwise fill for minutes, and no
+		// insert, hence no mark, would happen until it is full.
+		if chunk.Len() > 0 && time.Since(since) >= r.e.opts.BatchAge {
+			r.handoff(chunk)
+			chunk = r.pool.Get().(*Batch)
+			chunk.Reset()
+		}
 	}
 	r.handoff(chunk)
 }
@@ -346,8 +377,15 @@ func (r *run) retryOrFail(req *request, err error, touched bool) {
 	case r.ctx.Err() != nil:
 		r.failRequest(req, context.Cause(r.ctx))
 	case IsRetention(err):
-		r.moveFloor(req, err)
+		if perr := r.moveFloor(req, err); perr != nil {
+			r.failRequest(req, perr)
+			return
+		}
 		r.q.push(req)
+	case IsNotFound(err) && len(req.targets) > 1:
+		// A variable deleted since the walk makes the service reject the
+		// whole request; asked one by one, only that variable fails.
+		r.isolate(req)
 	case touched && IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
 		req.attempt++
 		r.e.log.Warn("raw series request failed, retrying", zap.Int("variables", len(req.targets)),
@@ -368,26 +406,102 @@ func (r *run) retryOrFail(req *request, err error, touched bool) {
 }
 
 // moveFloor reacts to a 403003: the account's window is shorter than
-// configured, so the floor moves forward in growing steps until requests are
-// accepted. Points between the old and new floor are out of reach; that is
-// logged once per run.
-func (r *run) moveFloor(req *request, err error) {
+// configured (or the service's clock is ahead of ours). It searches the
+// service's real floor with probes of one millisecond (see findFloor) and
+// moves the floor to it plus FloorMargin, so that nothing the service still
+// holds is skipped and the search costs a few dozen requests, not one per
+// hour of the gap. Points before the new floor are out of reach; that is
+// logged once per run. An error is a probe's failure for another reason.
+func (r *run) moveFloor(req *request, err error) error {
 	r.floorMu.Lock()
 	defer r.floorMu.Unlock()
 	cur := r.floor.Load()
 	if req.start < cur {
-		return // another request moved it already; retry at the new floor
+		return nil // another request moved it already; retry at the new floor
 	}
-	step := int64(time.Hour / time.Millisecond)
-	step <<= min(req.floorMoves, 20)
-	req.floorMoves++
-	next := max(cur, req.start) + step
+	found, perr := r.findFloor(req.targets[0].Variable.ID, max(cur, req.start), req.end)
+	if perr != nil {
+		return fmt.Errorf("searching the service's retention floor after %w: %w", err, perr)
+	}
+	next := found + r.e.opts.FloorMargin.Milliseconds()
 	r.floor.Store(next)
 	if !r.moved {
 		r.e.log.Warn("the service rejected a range as past its retention window; moving the retention floor forward (set source.retention to the account's real window to avoid this)",
-			zap.String("configured_floor", msTime(r.e.opts.Floor)), zap.String("new_floor", msTime(next)), zap.Error(err))
+			zap.String("configured_floor", msTime(r.e.opts.Floor)), zap.String("service_floor", msTime(found)),
+			zap.String("new_floor", msTime(next)), zap.Error(err))
 	}
 	r.moved = true
+	return nil
+}
+
+// floorResolution is how close findFloor gets to the service's floor.
+const floorResolution = int64(time.Second / time.Millisecond)
+
+// findFloor returns the earliest start (within floorResolution) that the
+// service accepts for the variable id, given that it rejected lo; end+1
+// when it rejects everything up to end. It probes [t, t] windows: forward
+// in doubling steps from one hour until one is accepted, then by bisection
+// between the last rejected and the first accepted probe.
+func (r *run) findFloor(id string, lo, end int64) (int64, error) {
+	probe := func(at int64) (bool, error) {
+		r.requests.Add(1)
+		err := r.e.src.Series(r.ctx, SeriesRequest{VariableIDs: []string{id}, Start: at, End: at, Limit: 1}, discardSink{})
+		switch {
+		case err == nil:
+			return true, nil
+		case IsRetention(err):
+			return false, nil
+		default:
+			return false, err
+		}
+	}
+	hi := end + 1 // accepted, or past the window
+	for step := int64(time.Hour / time.Millisecond); lo+step < hi; step *= 2 {
+		ok, err := probe(lo + step)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			hi = lo + step
+			break
+		}
+		lo += step
+	}
+	for hi-lo > floorResolution {
+		mid := lo + (hi-lo)/2
+		ok, err := probe(mid)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi, nil
+}
+
+// discardSink drops the rows of a floor probe.
+type discardSink struct{}
+
+func (discardSink) Point(int, Point) error  { return nil }
+func (discardSink) EndFrame(int, int) error { return nil }
+
+// isolate re-queues a request of several variables as one request per
+// variable over the same window.
+func (r *run) isolate(req *request) {
+	r.mu.Lock()
+	for _, t := range req.targets {
+		t.pending++
+	}
+	for _, t := range req.targets {
+		r.releaseLocked(t)
+	}
+	r.mu.Unlock()
+	for _, t := range req.targets {
+		r.q.push(&request{targets: []*targetState{t}, start: req.start, end: req.end})
+	}
 }
 
 func (r *run) failRequest(req *request, err error) {
@@ -416,10 +530,13 @@ func (r *run) finishRequest(req *request, cut []*targetState) {
 			}
 			r.splits.Add(1)
 			// The halves are pushed after unlocking; pending counts them now
-			// so that no target completes in between.
+			// so that no target completes in between. They go to the front
+			// of the queue: finishing the variables already started before
+			// starting others lets their marks be committed as the run goes,
+			// so a run stopped midway (SIGTERM, a crash) keeps that progress.
 			defer func() {
-				r.q.push(&request{targets: cut, start: req.start, end: mid})
-				r.q.push(&request{targets: cut, start: mid + 1, end: req.end})
+				r.q.pushFront(&request{targets: cut, start: mid + 1, end: req.end})
+				r.q.pushFront(&request{targets: cut, start: req.start, end: mid})
 			}()
 		}
 	}
@@ -670,6 +787,15 @@ func newQueue(ctx context.Context) *queue {
 func (q *queue) push(r *request) {
 	q.mu.Lock()
 	q.items = append(q.items, r)
+	q.outstanding++
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// pushFront queues r before every queued request.
+func (q *queue) pushFront(r *request) {
+	q.mu.Lock()
+	q.items = append([]*request{r}, q.items...)
 	q.outstanding++
 	q.mu.Unlock()
 	q.cond.Signal()

@@ -132,8 +132,11 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 		return err
 	}
 	sum.Devices, sum.Variables = len(devices), len(vars)
+	// A *MetadataError (groups, organizations, event logs, deletion flags)
+	// must not hold back the points: it is returned after they are synced.
+	var metaErr *MetadataError
 	if s.meta != nil {
-		if err := s.writeMetadata(ctx, devices, vars, now); err != nil {
+		if err := s.writeMetadata(ctx, devices, vars, now); err != nil && !errors.As(err, &metaErr) {
 			return err
 		}
 	}
@@ -151,6 +154,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 		zap.Int("to_read", len(targets)), zap.Int("idle", skipped), zap.String("floor", msTime(floor)))
 	eo := s.opts.Engine
 	eo.Floor = floor
+	eo.FloorMargin = s.opts.Margin
 	res := NewEngine(s.src, s.w, s.st, eo, IncrementalMark, s.log, s.m).Run(ctx, targets)
 	s.absorb(sum, res)
 	if res.CommitErr != nil {
@@ -158,6 +162,9 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 	}
 	if err := s.lag(ctx, vars, now, sum); err != nil {
 		s.log.Warn("computing sync lag failed", zap.Error(err))
+	}
+	if metaErr != nil {
+		return metaErr
 	}
 	return nil
 }
@@ -216,6 +223,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 	}
 	eo := s.opts.Engine
 	eo.Floor = floor
+	eo.FloorMargin = s.opts.Margin
 	res := NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
 	s.absorb(&sum, res)
 	sum.Duration = s.opts.Now().Sub(now)
@@ -228,40 +236,44 @@ func (s *Syncer) Walk(ctx context.Context, scope Scope) ([]Device, []Variable, e
 	if err != nil {
 		return nil, nil, err
 	}
-	var devices []Device
-	err = s.src.Devices(ctx, func(d Device) error {
-		if keep(d) {
-			devices = append(devices, d)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("list devices: %w", err)
-	}
-	// Each device's variables are one or more list requests; run them with
-	// the same concurrency as data requests.
-	perDevice := make([][]Variable, len(devices))
-	errs := make([]error, len(devices))
-	sem := make(chan struct{}, max(1, s.opts.Engine.MaxInFlight))
-	var wg sync.WaitGroup
-	for i, d := range devices {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = s.src.Variables(ctx, d, func(v Variable) error {
-				v.DeviceID, v.DeviceLabel = d.ID, d.Label
-				perDevice[i] = append(perDevice[i], v)
-				return nil
-			})
-			if errs[i] != nil {
-				errs[i] = fmt.Errorf("list variables of device %s (%s): %w", d.Label, d.ID, errs[i])
+	seenDev := make(map[string]bool)
+	// listDevices pages through the devices and returns those not seen
+	// before (a device added while paging can appear on two pages).
+	listDevices := func() ([]Device, error) {
+		var out []Device
+		err := s.src.Devices(ctx, func(d Device) error {
+			if keep(d) && !seenDev[d.ID] {
+				seenDev[d.ID] = true
+				out = append(out, d)
 			}
-		}()
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list devices: %w", err)
+		}
+		return out, nil
 	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	devices, err := listDevices()
+	if err != nil {
 		return nil, nil, err
+	}
+	devices, perDevice, gone, err := s.deviceVariables(ctx, devices)
+	if err != nil {
+		return nil, nil, err
+	}
+	if gone > 0 {
+		// A device deleted while the list was paged through shifts the later
+		// pages forward, so a device that exists may have been skipped. One
+		// more pass picks those up; further churn waits for the next cycle.
+		more, err := listDevices()
+		if err != nil {
+			return nil, nil, err
+		}
+		more, moreVars, _, err := s.deviceVariables(ctx, more)
+		if err != nil {
+			return nil, nil, err
+		}
+		devices, perDevice = append(devices, more...), append(perDevice, moreVars...)
 	}
 	var vars []Variable
 	seen := make(map[string]bool)
@@ -274,6 +286,50 @@ func (s *Syncer) Walk(ctx context.Context, scope Scope) ([]Device, []Variable, e
 		}
 	}
 	return devices, vars, nil
+}
+
+// deviceVariables lists the variables of each device, with the same
+// concurrency as data requests. A device that answers 404 was deleted after
+// the device list was read: it is dropped and counted in gone, rather than
+// failing the cycle (steady churn would otherwise stop every sync).
+func (s *Syncer) deviceVariables(ctx context.Context, devices []Device) (kept []Device, perDevice [][]Variable, gone int, err error) {
+	all := make([][]Variable, len(devices))
+	errs := make([]error, len(devices))
+	sem := make(chan struct{}, max(1, s.opts.Engine.MaxInFlight))
+	var wg sync.WaitGroup
+	for i, d := range devices {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = s.src.Variables(ctx, d, func(v Variable) error {
+				v.DeviceID, v.DeviceLabel = d.ID, d.Label
+				all[i] = append(all[i], v)
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	for i, d := range devices {
+		switch {
+		case IsNotFound(errs[i]):
+			s.log.Info("device disappeared during the metadata walk; it is left out of this cycle",
+				zap.String("device", d.Label), zap.String("device_id", d.ID))
+			gone++
+		case errs[i] != nil:
+			errs[i] = fmt.Errorf("list variables of device %s (%s): %w", d.Label, d.ID, errs[i])
+		default:
+			kept = append(kept, d)
+			perDevice = append(perDevice, all[i])
+		}
+		if IsNotFound(errs[i]) {
+			errs[i] = nil
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, nil, 0, err
+	}
+	return kept, perDevice, gone, nil
 }
 
 func (s *Syncer) scopeFilter(ctx context.Context, scope Scope) (func(Device) bool, error) {
@@ -323,7 +379,13 @@ func (s *Syncer) scopeFilter(ctx context.Context, scope Scope) (func(Device) boo
 	}, nil
 }
 
+// writeMetadata stores the walk's metadata. A SnapshotWriter gets the walk
+// whole (it also marks deletions and refreshes groups, organizations and
+// event logs); a plain MetadataWriter gets devices and variables.
 func (s *Syncer) writeMetadata(ctx context.Context, devices []Device, vars []Variable, now time.Time) error {
+	if sw, ok := s.meta.(SnapshotWriter); ok {
+		return sw.WriteSnapshot(ctx, Snapshot{Devices: devices, Variables: vars, Scoped: !s.opts.Scope.Empty(), At: now})
+	}
 	if err := s.meta.WriteDevices(ctx, devices, now); err != nil {
 		return fmt.Errorf("store device metadata: %w", err)
 	}

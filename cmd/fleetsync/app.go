@@ -175,7 +175,10 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			a.Close()
 			return nil, &usageError{err}
 		}
-		a.syncer = pipeline.NewSyncer(a.api, a.ch, a.ch, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
+		// The Fleet refreshes every metadata table each cycle, including
+		// groups, organizations and the configured events' logs.
+		fleet := pipeline.NewFleet(a.api, a.ch, pipeline.FleetOptions{Events: cfg.Sync.Events, MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
+		a.syncer = pipeline.NewSyncer(a.api, a.ch, fleet, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
 	}
 	return a, nil
 }

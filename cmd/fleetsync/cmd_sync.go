@@ -73,7 +73,7 @@ func (a *app) syncOnce(ctx context.Context) error {
 	stop()
 	a.logSummary("cycle", sum, err)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w; next step: %s", err, nextStep(err))
 	}
 	return failures(sum)
 }
@@ -134,8 +134,8 @@ func failures(sum pipeline.Summary) error {
 	if len(sum.Failed) == 0 {
 		return nil
 	}
-	return &failedError{fmt.Sprintf("%d of %d variables failed (first: %v); their marks are unchanged and the next cycle retries them, the others' progress is kept",
-		len(sum.Failed), sum.Targets, sum.Failed[0])}
+	return &failedError{fmt.Sprintf("%d of %d variables failed (first: %v; next step: %s); their marks are unchanged and the next cycle retries them, the others' progress is kept",
+		len(sum.Failed), sum.Targets, sum.Failed[0], nextStep(sum.Failed[0].Err))}
 }
 
 func (a *app) logSummary(what string, sum pipeline.Summary, err error) {
@@ -154,7 +154,8 @@ func (a *app) logSummary(what string, sum pipeline.Summary, err error) {
 			break
 		}
 		a.log.Error("variable failed", zap.String("device", f.Variable.DeviceLabel), zap.String("variable", f.Variable.Label),
-			zap.String("variable_id", f.Variable.ID), zap.Error(f.Err))
+			zap.String("variable_id", f.Variable.ID), zap.String("window", msRange(f.Start, f.End)), zap.Error(f.Err),
+			zap.String("next_step", nextStep(f.Err)))
 	}
 	switch {
 	case err != nil:

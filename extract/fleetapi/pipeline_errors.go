@@ -1,6 +1,10 @@
 package fleetapi
 
-import "github.com/fleetsync/fleetsync/pipeline"
+import (
+	"net/http"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+)
 
 // The pipeline decides by interface what to do with a failed request: these
 // methods carry this package's classification to it without the pipeline
@@ -9,7 +13,12 @@ var (
 	_ pipeline.RetryableError = (*APIError)(nil)
 	_ pipeline.RetryableError = (*TransportError)(nil)
 	_ pipeline.RetentionError = (*RetentionError)(nil)
+	_ pipeline.NotFoundError  = (*APIError)(nil)
 )
+
+// NotFound reports a 404: the device or variable asked for does not exist
+// (any more).
+func (e *APIError) NotFound() bool { return e.Status == http.StatusNotFound }
 
 // Retryable reports whether a later attempt may succeed (5xx and 429).
 func (e *APIError) Retryable() bool { return retryableStatus(e.Status) }

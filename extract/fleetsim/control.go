@@ -23,17 +23,23 @@ type faultsJSON struct {
 	SlowHeaders   string  `json:"slow_headers"`
 	SlowRate      float64 `json:"slow_rate"`
 	Seed          int64   `json:"seed"`
+	// RetryAfterDate and Variables are Faults.RetryAfterDate and
+	// Faults.Variables.
+	RetryAfterDate bool     `json:"retry_after_date,omitempty"`
+	Variables      []string `json:"variables,omitempty"`
 }
 
 func toFaultsJSON(f Faults) faultsJSON {
 	return faultsJSON{
 		Latency: f.Latency.String(), ErrorRate: f.ErrorRate, RateLimitRate: f.RateLimitRate, RetryAfter: f.RetryAfter,
 		CutRate: f.CutRate, SlowHeaders: f.SlowHeaders.String(), SlowRate: f.SlowRate, Seed: f.Seed,
+		RetryAfterDate: f.RetryAfterDate, Variables: f.Variables,
 	}
 }
 
 func (fj faultsJSON) faults() (Faults, error) {
-	f := Faults{ErrorRate: fj.ErrorRate, RateLimitRate: fj.RateLimitRate, RetryAfter: fj.RetryAfter, CutRate: fj.CutRate, SlowRate: fj.SlowRate, Seed: fj.Seed}
+	f := Faults{ErrorRate: fj.ErrorRate, RateLimitRate: fj.RateLimitRate, RetryAfter: fj.RetryAfter, CutRate: fj.CutRate, SlowRate: fj.SlowRate, Seed: fj.Seed,
+		RetryAfterDate: fj.RetryAfterDate, Variables: fj.Variables}
 	var err error
 	if fj.Latency != "" {
 		if f.Latency, err = time.ParseDuration(fj.Latency); err != nil {

@@ -194,13 +194,26 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		fd := s.drawFaults(rt != nil && rt.data)
+		info := s.inspect(r, fd.faults)
+		if len(fd.faults.Variables) > 0 && !namesVariable(rt, params, info.body, fd.faults.Variables) {
+			fd = faultDraw{}
+		}
+		if s.arrivedEarly(info) {
+			s.count("early " + r.Method + " " + pattern)
+		}
+		var retryAt time.Time
+		defer func() { s.noteAnswer(info, retryAt) }()
 		if !sleepCtx(r, fd.latency) || !sleepCtx(r, fd.slow) {
 			return
 		}
 		switch {
 		case fd.rateLimit:
-			w.Header().Set("Retry-After", fd.retryAfter)
-			writeJSON(w, http.StatusTooManyRequests, detailBody{"Request was throttled. Expected available in " + fd.retryAfter + " second."})
+			header, at, ok := retryAfterValue(fd.faults, s.now())
+			if ok {
+				retryAt = at
+			}
+			w.Header().Set("Retry-After", header)
+			writeJSON(w, http.StatusTooManyRequests, detailBody{"Request was throttled. Expected available in " + header + " second."})
 			return
 		case fd.status != 0:
 			msg := "A server error occurred."
@@ -272,9 +285,10 @@ func sleepCtx(r *http.Request, d time.Duration) bool {
 type faultDraw struct {
 	latency, slow time.Duration
 	rateLimit     bool
-	retryAfter    string
 	status        int
 	cutAt         int
+	// faults is the configuration the draw was made from.
+	faults Faults
 }
 
 // drawFaults decides the faults of one request. It always draws the same
@@ -285,10 +299,7 @@ func (s *Sim) drawFaults(data bool) faultDraw {
 	f := s.faults
 	rnd := s.faultRand
 	rSlow, rLimit, rErr, rWhich, rCut, rCutAt := rnd.Float64(), rnd.Float64(), rnd.Float64(), rnd.Float64(), rnd.Float64(), rnd.Intn(64<<10)
-	d := faultDraw{latency: f.Latency, retryAfter: f.RetryAfter}
-	if d.retryAfter == "" {
-		d.retryAfter = "1"
-	}
+	d := faultDraw{latency: f.Latency, faults: f}
 	if rSlow < f.SlowRate {
 		d.slow = f.SlowHeaders
 	}

@@ -82,6 +82,15 @@ type Faults struct {
 	// Seed makes the choice of faulty requests reproducible for a given
 	// order of requests.
 	Seed int64
+	// RetryAfterDate sends the Retry-After of 429s in its HTTP-date form:
+	// RetryAfter (then a whole number of seconds) from now, rounded up to
+	// the next whole second, so clients' handling of both forms is tested.
+	RetryAfterDate bool
+	// Variables, when not empty, confines the faults to the Data API
+	// requests that name one of these variable ids (in the path or in the
+	// body's variables); every other request is served without faults. It
+	// turns a rate of 1 into a persistent failure of some variables only.
+	Variables []string
 }
 
 // LiveOptions makes the simulator add points while it serves, as a real
@@ -258,6 +267,11 @@ type Sim struct {
 	counterMu sync.Mutex
 	counters  map[string]int
 
+	// retryMu guards retryAt: per request identity, the instant before which
+	// the last 429 told the client not to send it again (see retryafter.go).
+	retryMu sync.Mutex
+	retryAt map[string]time.Time
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}
@@ -341,6 +355,11 @@ func checkFaults(f Faults) error {
 	if f.Latency < 0 || f.SlowHeaders < 0 {
 		return errors.New("fleetsim: fault delays must not be negative")
 	}
+	if f.RetryAfterDate {
+		if _, err := retryAfterSeconds(f.RetryAfter); err != nil {
+			return fmt.Errorf("fleetsim: retry after as a date: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -354,6 +373,7 @@ func (s *Sim) SetFaults(f Faults) {
 }
 
 func (s *Sim) setFaults(f Faults) {
+	f.Variables = append([]string(nil), f.Variables...)
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
 	s.faults = f
@@ -364,7 +384,9 @@ func (s *Sim) setFaults(f Faults) {
 func (s *Sim) CurrentFaults() Faults {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
-	return s.faults
+	f := s.faults
+	f.Variables = append([]string(nil), f.Variables...)
+	return f
 }
 
 // AddToken accepts token as a token of the given kind for ttl from now

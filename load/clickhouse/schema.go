@@ -17,12 +17,19 @@ const (
 	TableSyncState        = "sync_state"
 	TableSyncLease        = "sync_lease"
 	TableSchemaMigrations = "schema_migrations"
+	// The rest of the fleet's metadata (see fleet.go).
+	TableOrganizations      = "organizations"
+	TableDeviceGroups       = "device_groups"
+	TableDeviceGroupMembers = "device_group_members"
+	TableDeviceGroupChanges = "device_group_member_changes"
+	TableEventLogs          = "event_logs"
+	TableEventState         = "event_state"
 )
 
 // SchemaVersion is the schema this code writes. Migrate records it in
 // schema_migrations; bump it (and add the columns to the definitions below)
 // whenever the schema changes.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 // column is one column of a table: its type, and the DEFAULT expression
 // used when it is added to an existing table or left out of an INSERT.
@@ -125,6 +132,95 @@ var schema = []tableDef{
 			{name: "version", typ: "UInt64"},
 		},
 		engine: "ReplacingMergeTree(version) ORDER BY name",
+	},
+	{
+		name: TableOrganizations,
+		columns: []column{
+			{name: "id", typ: "String"},
+			{name: "label", typ: "String"},
+			{name: "name", typ: "String"},
+			{name: "url", typ: "String"},
+			{name: "created_at", typ: "DateTime('UTC')"},
+			{name: "deleted", typ: "UInt8"},
+			{name: "synced_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY id",
+	},
+	{
+		name: TableDeviceGroups,
+		columns: []column{
+			{name: "id", typ: "String"},
+			{name: "label", typ: "String"},
+			{name: "name", typ: "String"},
+			{name: "url", typ: "String"},
+			{name: "organization_id", typ: "String"},
+			{name: "tags", typ: "Array(String)"},
+			{name: "created_at", typ: "DateTime('UTC')"},
+			{name: "deleted", typ: "UInt8"},
+			{name: "synced_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY id",
+	},
+	{
+		// One row per (group, device) ever seen together: removed = 1 once
+		// the device left the group. The current membership is
+		// `FINAL WHERE removed = 0`.
+		name: TableDeviceGroupMembers,
+		columns: []column{
+			{name: "group_id", typ: "String"},
+			{name: "device_id", typ: "String"},
+			{name: "removed", typ: "UInt8"},
+			// joined_at is the first snapshot of the current spell of
+			// membership; snapshot_at the latest snapshot that saw the
+			// row's state.
+			{name: "joined_at", typ: "DateTime('UTC')"},
+			{name: "snapshot_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY (group_id, device_id)",
+	},
+	{
+		// The membership history: one row per change fleetsync saw, at the
+		// snapshot that saw it.
+		name: TableDeviceGroupChanges,
+		columns: []column{
+			{name: "group_id", typ: "String"},
+			{name: "device_id", typ: "String"},
+			{name: "change", typ: "String"},
+			{name: "at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY (group_id, device_id, at, change)",
+	},
+	{
+		name: TableEventLogs,
+		columns: []column{
+			// event is the key as configured (an id or a ~label).
+			{name: "event", typ: "String"},
+			{name: "id", typ: "String"},
+			{name: "created_at", typ: "DateTime('UTC')"},
+			{name: "created_at_us", typ: "Int64"},
+			// log is the whole log object as JSON text: its fields beyond
+			// id and createdAt are not documented.
+			{name: "log", typ: "String"},
+			{name: "synced_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY (event, id)",
+	},
+	{
+		name: TableEventState,
+		columns: []column{
+			{name: "event", typ: "String"},
+			{name: "hwm_us", typ: "Int64"},
+			// hwm_ids are the logs loaded at exactly hwm_us.
+			{name: "hwm_ids", typ: "Array(String)"},
+			{name: "updated_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY event",
 	},
 	{
 		name: TableSchemaMigrations,

@@ -1,0 +1,229 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// syncConfig is the fleetsync configuration of one benchmark database.
+func (b *bench) syncConfig(path, baseURL, db string, rowsPerRequest int) error {
+	t := b.o.tune
+	cfg := fmt.Sprintf(`source:
+  base_url: %s
+  token: %s
+  page_size: %d
+sync:
+  rows_per_request: %d
+  variables_per_request: %d
+  max_in_flight: %d
+  batch_rows: %d
+  insert_workers: %d
+clickhouse:
+  addr: ["%s"]
+  database: %s
+metrics:
+  listen: "127.0.0.1:0"
+log:
+  level: info
+  format: json
+`, baseURL, token, t.PageSize, rowsPerRequest, t.VariablesPerRequest, t.MaxInFlight, t.BatchRows, t.InsertWorkers, b.ch.Addr(), db)
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("write fleetsync config: %w", err)
+	}
+	return nil
+}
+
+// cycleLog is the summary line `fleetsync sync` logs at the end of a cycle.
+type cycleLog struct {
+	Msg      string  `json:"msg"`
+	Points   int64   `json:"points"`
+	Requests int64   `json:"requests"`
+	Read     int     `json:"read"`
+	Idle     int     `json:"idle"`
+	Failed   int     `json:"failed"`
+	Splits   int64   `json:"splits"`
+	Duration float64 `json:"duration"`
+}
+
+// parseCycleLog finds the cycle summary in a fleetsync JSON log.
+func parseCycleLog(path string) (cycleLog, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return cycleLog{}, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var found *cycleLog
+	for sc.Scan() {
+		var l cycleLog
+		if json.Unmarshal(sc.Bytes(), &l) == nil && strings.HasPrefix(l.Msg, "cycle finished") {
+			found = &l
+		}
+	}
+	if found == nil {
+		return cycleLog{}, fmt.Errorf("no `cycle finished` line in %s: %s", path, tail(path, 800))
+	}
+	return *found, nil
+}
+
+// syncResult is one measured `fleetsync sync`.
+type syncResult struct {
+	usage
+	log    cycleLog
+	rows   int64 // rows in datapoints afterwards
+	chCPU  float64
+	simCPU float64
+}
+
+// runSync runs `bin/fleetsync sync --config cfg` as its own process under
+// /usr/bin/time and attributes the ClickHouse and fleetsim CPU of the
+// interval to it.
+func (b *bench) runSync(ctx context.Context, name, cfg string, sim *simProc, db string) (syncResult, error) {
+	var r syncResult
+	// A hung sync must not hang the benchmark; the largest one takes under
+	// a minute here.
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	logPath := filepath.Join(b.dir, name+".log")
+	chCPU, simCPU := startCPU(b.chPID), startCPU(sim.pid())
+	u, err := measured(ctx, b.useTime, b.dir, logPath, filepath.Join(b.o.bin, "fleetsync"), "sync", "--config", cfg)
+	r.usage = u
+	r.chCPU, r.simCPU = chCPU.stop(), simCPU.stop()
+	if err != nil {
+		return r, err
+	}
+	if u.exitCode != 0 {
+		return r, fmt.Errorf("fleetsync sync exited %d: %s", u.exitCode, tail(logPath, 1500))
+	}
+	if r.log, err = parseCycleLog(logPath); err != nil {
+		return r, err
+	}
+	if r.rows, err = b.count(ctx, db+".datapoints"); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// backfillStage measures the first sync (backfill) of a fleet into a fresh
+// database per run by the fleetsync binary.
+type backfillStage struct {
+	b   *bench
+	tag string
+	// points per variable; the flatness stage starts its own fleetsim.
+	points  int
+	ownSim  bool
+	sim     *simProc
+	rpr     int
+	want    int64
+	sec     *section
+	noteRun bool
+
+	rate, rss, wall, cpu, chCPU, simCPU, parts, others *figure
+}
+
+func (st *backfillStage) prepare(ctx context.Context) error {
+	b := st.b
+	s := b.o.sizes
+	vars := s.devices * s.vars
+	var err error
+	if st.ownSim {
+		b.sim.stop()
+		b.sim = nil
+		st.sim, err = startSim(ctx, filepath.Join(b.o.bin, "fleetsim"), simArgs(s.devices, s.vars, st.points, "30d")...)
+		if err == nil {
+			b.logf("fleetsim pid %d on %s: %d devices × %d variables × %d points", st.sim.pid(), st.sim.url, s.devices, s.vars, st.points)
+		}
+	} else {
+		st.sim, err = b.fleet5M(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	// The one variable fleetsim leaves empty holds no points; the others'
+	// extra points lie outside retention.
+	st.want = int64(vars-1) * int64(st.points)
+	st.rpr = st.points * 2
+	t := b.o.tune
+	config := fmt.Sprintf("Configuration: `sync.rows_per_request: %d` (above the per-variable point count, so no frame is cut), `variables_per_request: %d`, `max_in_flight: %d`, `batch_rows: %d`, `insert_workers: %d`, `source.page_size: %d`; everything else default.",
+		st.rpr, t.VariablesPerRequest, t.MaxInFlight, t.BatchRows, t.InsertWorkers, t.PageSize)
+	if st.tag == "e2e" {
+		st.sec = b.section(fmt.Sprintf("3. fleetsync end to end: first sync (backfill) of %d variables × %d points over 30 d", vars, st.points))
+		st.sec.note("`%s sync --config FILE` under `%s`, fleetsim (`%s`) in its own process, a fresh database per run (dropped afterwards). Rows/s = rows in `datapoints` afterwards (checked equal to the points fleetsync reports and to the fleet's (variables − 1 empty) × points) / wall time of the whole process (schema check, metadata, extract, load, commit). The runs alternate with the ceilings' runs, so background load hits both alike.",
+			filepath.Join(b.o.bin, "fleetsync"), map[bool]string{true: "/usr/bin/time -v", false: "wait4 rusage"}[b.useTime], filepath.Join(b.o.bin, "fleetsim"))
+		st.sec.note("%s", config)
+	} else {
+		st.sec = b.section(fmt.Sprintf("4. Memory flatness: the same backfill at %d variables × %d points", vars, st.points))
+		st.sec.note("%s", config)
+		st.sec.note("Four times the points per variable, same variables and requests: each response and each series is four times longer, so a client that held a whole body or series would need four times the memory.")
+	}
+	st.rate = st.sec.fig("e2e-"+st.tag, "end to end, points loaded / wall time", "rows/s", 0)
+	st.rss = st.sec.fig("rss-"+st.tag, "peak RSS of fleetsync", "MiB", 0)
+	st.wall = st.sec.fig("", "wall time of `fleetsync sync`", "s", 2)
+	st.cpu = st.sec.fig("", "fleetsync CPU (user+sys) per million points", "CPU-s", 2)
+	st.chCPU = st.sec.fig("", "clickhouse-server CPU per million points", "CPU-s", 2)
+	st.simCPU = st.sec.fig("", "fleetsim CPU per million points", "CPU-s", 2)
+	st.parts = st.sec.fig("", "parts written by the INSERTs (level 0)", "parts", 0)
+	st.others = st.sec.fig("", "CPU used by other processes meanwhile", "cores", 2)
+	return nil
+}
+
+func (st *backfillStage) run(ctx context.Context, r int) error {
+	b := st.b
+	db := fmt.Sprintf("bench_%s_%d", st.tag, r+1)
+	cfg := filepath.Join(b.dir, db+".yaml")
+	if err := b.syncConfig(cfg, st.sim.url, db, st.rpr); err != nil {
+		return err
+	}
+	b.quiesce(ctx)
+	machine := startMachineCPU()
+	res, err := b.runSync(ctx, db, cfg, st.sim, db)
+	busy := machine.stop()
+	var parts int64
+	if err == nil {
+		parts, err = b.insertedParts(ctx, db)
+	}
+	_, _ = b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
+	if err != nil {
+		return err
+	}
+	if res.log.Points != res.rows || res.log.Failed != 0 || res.rows != st.want {
+		return fmt.Errorf("fleetsync reported %d points (%d failed variables) and datapoints holds %d rows; the fleet holds %d", res.log.Points, res.log.Failed, res.rows, st.want)
+	}
+	mp := float64(res.rows) / 1e6
+	own := res.user + res.sys
+	others := max(0, busy-own-res.chCPU-res.simCPU)
+	st.rate.add(float64(res.rows) / res.wall.Seconds())
+	st.rss.add(float64(res.maxRSS) / (1 << 20))
+	st.wall.add(res.wall.Seconds())
+	st.cpu.add(own / mp)
+	st.chCPU.add(res.chCPU / mp)
+	st.simCPU.add(res.simCPU / mp)
+	st.parts.add(float64(parts))
+	st.others.add(others / res.wall.Seconds())
+	b.logf("%s run %d: %d points in %.2fs (cycle %.2fs, %d requests, %d splits): %.0f rows/s, peak RSS %.0f MiB, CPU %.1fs user + %.1fs sys, clickhouse %.1fs, fleetsim %.1fs, others %.1fs",
+		st.tag, r+1, res.rows, res.wall.Seconds(), res.log.Duration, res.log.Requests, res.log.Splits, float64(res.rows)/res.wall.Seconds(),
+		float64(res.maxRSS)/(1<<20), res.user, res.sys, res.chCPU, res.simCPU, others)
+	if !st.noteRun {
+		st.noteRun = true
+		st.sec.note("%d points per run in %d raw-series requests (%d splits of cut frames).", res.rows, res.log.Requests, res.log.Splits)
+	}
+	return nil
+}
+
+func (st *backfillStage) finish(context.Context) {
+	if st.ownSim {
+		st.sim.stop()
+	}
+	if st.tag != "e2e" {
+		if f5, f20 := st.b.find("rss-e2e"), st.b.find("rss-"+st.tag); f5 != nil && f20 != nil {
+			st.sec.note("Median peak RSS here / in the 5 M backfill: %.2f (target ≤ 1.15).", f20.median()/f5.median())
+		}
+	}
+}

@@ -1,0 +1,293 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fleetsync/fleetsync/extract/fleetapi"
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// simControl talks to fleetsim's /_sim/ control interface.
+type simControl struct {
+	base string
+	hc   *http.Client
+}
+
+func (c *simControl) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", method, path, err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, bytes.TrimSpace(msg))
+	}
+	if out != nil {
+		if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+			return fmt.Errorf("%s %s: decode: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// requestCounts splits fleetsim's counters into Data API (/api/v1.6) and
+// Platform API list (/api/v2.0) requests.
+type requestCounts struct {
+	data, list, other int
+	keys              map[string]int
+}
+
+func (c *simControl) counts(ctx context.Context) (requestCounts, error) {
+	var m map[string]int
+	if err := c.do(ctx, http.MethodGet, "/_sim/counters", nil, &m); err != nil {
+		return requestCounts{}, err
+	}
+	rc := requestCounts{keys: m}
+	for k, n := range m {
+		if strings.HasPrefix(k, "cut ") {
+			continue // also counted under its status
+		}
+		switch f := strings.Fields(k); {
+		case len(f) >= 2 && strings.HasPrefix(f[1], "/api/v1.6/"):
+			rc.data += n
+		case len(f) >= 2 && strings.HasPrefix(f[1], "/api/v2.0/"):
+			rc.list += n
+		default:
+			rc.other += n
+		}
+	}
+	return rc, nil
+}
+
+func (c *simControl) reset(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/_sim/counters/reset", nil, nil)
+}
+
+// incremental measures the request cost of cycles after a first sync: one
+// where 1 % of the variables received new points and one where nothing
+// changed.
+func (b *bench) incremental(ctx context.Context) error {
+	s := b.o.sizes
+	b.sim.stop()
+	b.sim = nil
+	sim, err := startSim(ctx, filepath.Join(b.o.bin, "fleetsim"), simArgs(s.incrDevices, s.incrVars, s.incrPoints, "1d")...)
+	if err != nil {
+		return err
+	}
+	defer sim.stop()
+	nvars := s.incrDevices * s.incrVars
+	b.logf("fleetsim pid %d on %s: %d devices × %d variables × %d points", sim.pid(), sim.url, s.incrDevices, s.incrVars, s.incrPoints)
+	ctl := &simControl{base: sim.url, hc: &http.Client{Timeout: time.Minute}}
+	var devices []struct {
+		Variables []struct {
+			ID string `json:"id"`
+		} `json:"variables"`
+	}
+	if err := ctl.do(ctx, http.MethodGet, "/_sim/devices", nil, &devices); err != nil {
+		return err
+	}
+	var ids []string
+	for _, d := range devices {
+		for _, v := range d.Variables {
+			ids = append(ids, v.ID)
+		}
+	}
+	if len(ids) != nvars {
+		return fmt.Errorf("fleetsim lists %d variables, want %d", len(ids), nvars)
+	}
+
+	sec := b.section(fmt.Sprintf("5. Incremental cycle cost: %d devices × %d variables (%d variables, %d points each over 1 d)", s.incrDevices, s.incrVars, nvars, s.incrPoints))
+	const db = "bench_incr"
+	cfg := filepath.Join(b.dir, db+".yaml")
+	if err := b.syncConfig(cfg, sim.url, db, 10000); err != nil {
+		return err
+	}
+	defer b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
+	if err := ctl.reset(ctx); err != nil {
+		return err
+	}
+	first, err := b.runSync(ctx, "incr-first", cfg, sim, db)
+	if err != nil {
+		return fmt.Errorf("first sync: %w", err)
+	}
+	fc, err := ctl.counts(ctx)
+	if err != nil {
+		return err
+	}
+	b.logf("first sync: %d points in %.2fs, %d data and %d list requests", first.rows, first.wall.Seconds(), fc.data, fc.list)
+	t := b.o.tune
+	sec.note("Same configuration as the backfills (`variables_per_request: %d`, `max_in_flight: %d`, `source.page_size: %d`, `skip_idle: true`). The first sync loaded %d points in %.2f s with %d data and %d list requests.",
+		t.VariablesPerRequest, t.MaxInFlight, t.PageSize, first.rows, first.wall.Seconds(), fc.data, fc.list)
+
+	changed := max(1, nvars/100)
+	b.incrChanged = changed
+	const newPoints = 3
+	sec.note("Changed cycle: before it, %d variables (1 %%) each get %d new points through `POST /_sim/variables/{id}/points`; each run changes other variables. Requests counted by fleetsim (`/_sim/counters`, reset before each cycle): data = Data API (`/api/v1.6/…`), list = Platform API (`/api/v2.0/…`). Wall time = the whole `fleetsync sync` process.", changed, newPoints)
+	chData := sec.fig("changed-data", "1 % changed: data requests", "requests", 0)
+	chList := sec.fig("", "1 % changed: list requests", "requests", 0)
+	chWall := sec.fig("", "1 % changed: wall time", "s", 2)
+	idData := sec.fig("idle-data", "nothing changed: data requests", "requests", 0)
+	idList := sec.fig("", "nothing changed: list requests", "requests", 0)
+	idWall := sec.fig("", "nothing changed: wall time", "s", 2)
+	for r := range b.o.runs {
+		now := time.Now().UnixMilli()
+		for k := range changed {
+			id := ids[(k*nvars/changed+r+1)%nvars]
+			pts := make([]map[string]any, newPoints)
+			for j := range pts {
+				pts[j] = map[string]any{"timestamp": now - 3000 + int64(j), "value": 1.5 + float64(j), "context": map[string]any{}}
+			}
+			if err := ctl.do(ctx, http.MethodPost, "/_sim/variables/"+id+"/points", pts, nil); err != nil {
+				return err
+			}
+		}
+		if err := ctl.reset(ctx); err != nil {
+			return err
+		}
+		res, err := b.runSync(ctx, fmt.Sprintf("incr-changed-%d", r+1), cfg, sim, db)
+		if err != nil {
+			return fmt.Errorf("changed cycle: %w", err)
+		}
+		cc, err := ctl.counts(ctx)
+		if err != nil {
+			return err
+		}
+		if res.log.Points < int64(changed*newPoints) {
+			return fmt.Errorf("the changed cycle loaded %d points, want at least the %d new ones", res.log.Points, changed*newPoints)
+		}
+		chData.add(float64(cc.data))
+		chList.add(float64(cc.list))
+		chWall.add(res.wall.Seconds())
+		b.logf("run %d, 1%% changed: %.2fs, %d points, %d data and %d list requests (fleetsync read %d variables, %d idle)",
+			r+1, res.wall.Seconds(), res.log.Points, cc.data, cc.list, res.log.Read, res.log.Idle)
+
+		if err := ctl.reset(ctx); err != nil {
+			return err
+		}
+		res, err = b.runSync(ctx, fmt.Sprintf("incr-idle-%d", r+1), cfg, sim, db)
+		if err != nil {
+			return fmt.Errorf("idle cycle: %w", err)
+		}
+		ic, err := ctl.counts(ctx)
+		if err != nil {
+			return err
+		}
+		idData.add(float64(ic.data))
+		idList.add(float64(ic.list))
+		idWall.add(res.wall.Seconds())
+		b.logf("run %d, idle: %.2fs, %d points, %d data and %d list requests", r+1, res.wall.Seconds(), res.log.Points, ic.data, ic.list)
+		if r == 0 {
+			sec.note("Requests of the first changed cycle by endpoint: %s.", describeCounts(cc.keys))
+		}
+	}
+	return b.walkCost(ctx, sec, sim, ctl)
+}
+
+// walkCost measures the metadata walk of a cycle alone, in this process
+// with fleetsync's API client: per device, as pipeline.Syncer.Walk lists
+// variables, and with the account-wide variable list, which needs a
+// request per page instead of one per device.
+func (b *bench) walkCost(ctx context.Context, sec *section, sim *simProc, ctl *simControl) error {
+	c, err := b.apiClient(sim.url)
+	if err != nil {
+		return err
+	}
+	perReq := sec.fig("", "walk alone, per device (as Syncer.Walk): list requests", "requests", 0)
+	perWall := sec.fig("", "walk alone, per device (as Syncer.Walk): wall time", "s", 2)
+	allReq := sec.fig("", "walk alone, GET /devices/ + GET /variables/ pages: list requests", "requests", 0)
+	allWall := sec.fig("", "walk alone, GET /devices/ + GET /variables/ pages: wall time", "s", 2)
+	for range b.o.runs {
+		for _, perDevice := range []bool{true, false} {
+			if err := ctl.reset(ctx); err != nil {
+				return err
+			}
+			began := time.Now()
+			n, err := walk(ctx, c, perDevice, b.o.tune.MaxInFlight)
+			wall := time.Since(began)
+			if err != nil {
+				return err
+			}
+			rc, err := ctl.counts(ctx)
+			if err != nil {
+				return err
+			}
+			if perDevice {
+				perReq.add(float64(rc.list))
+				perWall.add(wall.Seconds())
+			} else {
+				allReq.add(float64(rc.list))
+				allWall.add(wall.Seconds())
+			}
+			b.logf("walk (per device %v): %d variables, %d list requests, %.2fs", perDevice, n, rc.list, wall.Seconds())
+		}
+	}
+	sec.note("\"Walk alone\" lists devices and variables with fleetsync's client (`fleetapi.Client`), %d requests in flight for the per-device listing, `page_size: %d`, to show what the listing costs and what the account-wide `GET /variables/` (whose items name their device) would save.", b.o.tune.MaxInFlight, b.o.tune.PageSize)
+	return nil
+}
+
+// walk lists every device and variable and returns the variable count.
+func walk(ctx context.Context, c *fleetapi.Client, perDevice bool, inFlight int) (int, error) {
+	var devices []pipeline.Device
+	if err := c.Devices(ctx, func(d pipeline.Device) error { devices = append(devices, d); return nil }); err != nil {
+		return 0, err
+	}
+	if !perDevice {
+		n := 0
+		err := c.AllVariables(ctx, func(pipeline.Variable) error { n++; return nil })
+		return n, err
+	}
+	var n atomic.Int64
+	sem := make(chan struct{}, max(1, inFlight))
+	errs := make([]error, len(devices))
+	var wg sync.WaitGroup
+	for i, d := range devices {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = c.Variables(ctx, d, func(pipeline.Variable) error { n.Add(1); return nil })
+		}()
+	}
+	wg.Wait()
+	return int(n.Load()), errors.Join(errs...)
+}
+
+// describeCounts lists counters as "KEY: n" sorted by key.
+func describeCounts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("`%s` %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}

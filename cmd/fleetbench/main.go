@@ -1,0 +1,165 @@
+// Command fleetbench is fleetsync's performance benchmark (`make bench`). In one
+// run on the current machine it measures the physical ceilings and fleetsync
+// against them:
+//
+//  1. the warehouse ceiling: clickhouse-client inserting the same rows from a
+//     Native file into the same datapoints schema;
+//  2. the source ceiling: fleetsim serving the fleet's raw series to a client
+//     that only decodes;
+//  3. fleetsync end to end: a first sync (backfill) of ≥ 5 M points by the
+//     bin/fleetsync binary under /usr/bin/time, fleetsim in its own process;
+//  4. memory flatness: the same backfill at 20 M points;
+//  5. the incremental cycle cost on a fleet of 10 k variables, 1 % of them
+//     changed, and a cycle where nothing changed;
+//  6. the Go benchmarks of the decoder and the batch builder on one core;
+//
+// plus one profiled in-process sync whose top functions are recorded. Every
+// figure is the median of -runs runs with min and max. It prints a table,
+// rewrites the generated part of -out (keeping the hand-written sections) and
+// prints `e2e/ceiling: 0.NN` as its last line.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// sizes are the fleets of one benchmark run.
+type sizes struct {
+	// devices × variables × points of the 5 M backfill; the warehouse and
+	// source ceilings use the same fleet.
+	devices, vars, points int
+	// points per variable of the memory-flatness backfill (same variables).
+	flatPoints int
+	// incremental fleet: devices × incrVars variables, incrPoints each.
+	incrDevices, incrVars, incrPoints int
+}
+
+// options are the command-line flags.
+type options struct {
+	out     string
+	quick   bool
+	runs    int
+	bin     string
+	only    map[string]bool
+	profile bool
+	keep    bool
+	tune    tuning
+	sizes   sizes
+}
+
+// tuning is the sync section fleetsync runs the backfills with.
+type tuning struct {
+	VariablesPerRequest int
+	MaxInFlight         int
+	BatchRows           int
+	InsertWorkers       int
+	PageSize            int
+}
+
+// parts lists the measurements -only accepts, in run order.
+var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "gobench"}
+
+func parseOptions(args []string, stderr io.Writer) (*options, error) {
+	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := &options{}
+	fs.StringVar(&o.out, "out", "", "write the report into this Markdown file (its hand-written sections are kept)")
+	fs.BoolVar(&o.quick, "quick", false, "smoke test: a tenth of the fleet sizes and one run per figure")
+	fs.IntVar(&o.runs, "runs", 0, "runs per figure (default 3, or 1 with -quick)")
+	fs.StringVar(&o.bin, "bin", "bin", "directory holding the fleetsync and fleetsim binaries (make build)")
+	only := fs.String("only", "", "comma-separated subset of "+strings.Join(parts, ",")+" (default: all)")
+	fs.BoolVar(&o.profile, "profile", true, "run one extra in-process sync under the CPU profiler")
+	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, logs, profiles, Native files)")
+	fs.IntVar(&o.tune.VariablesPerRequest, "variables-per-request", 50, "sync.variables_per_request of the backfills")
+	fs.IntVar(&o.tune.MaxInFlight, "max-in-flight", 2, "sync.max_in_flight of the backfills")
+	fs.IntVar(&o.tune.BatchRows, "batch-rows", 100000, "sync.batch_rows of the backfills")
+	fs.IntVar(&o.tune.InsertWorkers, "insert-workers", 2, "sync.insert_workers of the backfills")
+	fs.IntVar(&o.tune.PageSize, "page-size", 1000, "source.page_size (list requests)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q; fleetbench takes flags only (see -help)", fs.Arg(0))
+	}
+	if o.runs == 0 {
+		o.runs = 3
+		if o.quick {
+			o.runs = 1
+		}
+	}
+	if o.runs < 1 {
+		return nil, fmt.Errorf("-runs %d: need at least 1", o.runs)
+	}
+	o.only = map[string]bool{}
+	if *only == "" {
+		for _, p := range parts {
+			o.only[p] = true
+		}
+	} else {
+		for _, p := range strings.Split(*only, ",") {
+			p = strings.TrimSpace(p)
+			if !contains(parts, p) {
+				return nil, fmt.Errorf("-only %q: unknown part; choose from %s", p, strings.Join(parts, ","))
+			}
+			o.only[p] = true
+		}
+	}
+	if !o.profile {
+		delete(o.only, "profile")
+	}
+	o.sizes = sizes{devices: 125, vars: 4, points: 10000, flatPoints: 40000, incrDevices: 2500, incrVars: 4, incrPoints: 20}
+	if o.quick {
+		o.sizes = sizes{devices: 13, vars: 4, points: 10000, flatPoints: 40000, incrDevices: 250, incrVars: 4, incrPoints: 20}
+	}
+	return o, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseOptions(args, stderr)
+	if err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintln(stderr, "fleetbench:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	b, err := newBench(ctx, o, stdout, stderr, args)
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetbench:", err)
+		return 1
+	}
+	err = b.measure(ctx)
+	b.close()
+	if err != nil {
+		fmt.Fprintln(stderr, "fleetbench:", err)
+	}
+	// The ratio is the last line, whatever failed, so scripts can read it.
+	fmt.Fprintf(stdout, "e2e/ceiling: %s\n", ratioText(b.ratio()))
+	if err != nil {
+		return 1
+	}
+	return 0
+}
