@@ -51,10 +51,12 @@ sync:
   variables_per_request: 50
   # API requests in flight at once, 1 to 64.
   max_in_flight: 4
-  # An insert is sent when the batch holds batch_rows rows or about
-  # batch_bytes bytes, or is batch_age old.
-  batch_rows: 100000
-  batch_bytes: 67108864
+  # An insert is committed when it holds batch_rows rows or about
+  # batch_bytes bytes, or is batch_age old. Rows stream into the open
+  # insert chunk by chunk, so these size the inserts (bigger ones make
+  # fewer parts for ClickHouse to merge), not fleetsync's memory.
+  batch_rows: 1000000
+  batch_bytes: 134217728
   batch_age: 5s
   # ClickHouse inserts in flight at once, 1 to 16.
   insert_workers: 2

@@ -55,10 +55,10 @@ func (o *EngineOptions) defaults() {
 		o.MaxInFlight = 4
 	}
 	if o.BatchRows <= 0 {
-		o.BatchRows = 100000
+		o.BatchRows = 1000000
 	}
 	if o.BatchBytes <= 0 {
-		o.BatchBytes = 64 << 20
+		o.BatchBytes = 128 << 20
 	}
 	if o.BatchAge <= 0 {
 		o.BatchAge = 5 * time.Second
@@ -228,13 +228,75 @@ type run struct {
 	splits    atomic.Int64
 }
 
+// loadPasses bounds how often a run reads again the targets whose rows
+// ClickHouse lost mid-INSERT (a streamed INSERT cannot be resent, so its
+// rows are read from the source anew).
+const loadPasses = 3
+
+// LoadError is a target's failure to load its rows into the warehouse, as
+// opposed to a failure to read them from the source.
+type LoadError struct{ Err error }
+
+func (e *LoadError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the writer's error.
+func (e *LoadError) Unwrap() error { return e.Err }
+
 // Run reads every target's window and loads it. It returns when all targets
 // are done or failed, or when ctx is cancelled; in that case the rows already
 // fetched are still loaded and the marks of completed targets committed
-// before it returns.
+// before it returns. Targets whose INSERT failed with a retryable error
+// after its rows were streamed (ClickHouse restarted, a connection reset)
+// are read and loaded again, up to loadPasses times in all.
 func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
+	byID := make(map[string]Target, len(targets))
+	for _, t := range targets {
+		byID[t.Variable.ID] = t
+	}
+	floor := e.opts.Floor
+	var total RunResult
+	for pass := 1; ; pass++ {
+		res := e.runOnce(ctx, targets, floor)
+		if pass == 1 {
+			total.Targets = res.Targets
+		}
+		total.Completed += res.Completed
+		total.Points += res.Points
+		total.Requests += res.Requests
+		total.Splits += res.Splits
+		if res.FloorMovedTo != 0 {
+			total.FloorMovedTo, floor = res.FloorMovedTo, res.FloorMovedTo
+		}
+		if total.CommitErr == nil {
+			total.CommitErr = res.CommitErr
+		}
+		var again []Target
+		var cause error
+		for _, f := range res.Failed {
+			var le *LoadError
+			if errors.As(f.Err, &le) && IsRetryable(le) && ctx.Err() == nil && pass < loadPasses {
+				again = append(again, byID[f.Variable.ID])
+				cause = f.Err
+				continue
+			}
+			total.Failed = append(total.Failed, f)
+		}
+		if len(again) == 0 {
+			return total
+		}
+		e.log.Warn("clickhouse write failed mid-insert; reading those variables again",
+			zap.Int("variables", len(again)), zap.Int("pass", pass+1), zap.Error(cause))
+		if e.m != nil {
+			e.m.loadRetries.Add(float64(len(again)))
+		}
+		targets = again
+	}
+}
+
+// runOnce is one pass of Run over targets, with the retention floor at floor.
+func (e *Engine) runOnce(ctx context.Context, targets []Target, floor int64) RunResult {
 	r := &run{e: e, ctx: ctx, byID: make(map[string]*targetState, len(targets))}
-	r.floor.Store(e.opts.Floor)
+	r.floor.Store(floor)
 	r.pool.New = func() any { return new(Batch) }
 	states := make([]*targetState, 0, len(targets))
 	for _, t := range targets {
@@ -579,6 +641,10 @@ func (r *run) handoff(chunk *Batch) {
 }
 
 func (r *run) loader() {
+	if sw, ok := r.e.w.(StreamWriter); ok {
+		r.streamLoader(sw)
+		return
+	}
 	o := r.e.opts
 	var held []*Batch
 	rows, size := 0, 0
@@ -619,24 +685,103 @@ func (r *run) loader() {
 	}
 }
 
+// streamLoader loads through a StreamWriter: each chunk is appended to the
+// open INSERT and recycled at once, keeping only its spans until the INSERT
+// is committed, so BatchRows sizes the INSERT without costing memory.
+func (r *run) streamLoader(sw StreamWriter) {
+	o := r.e.opts
+	var (
+		ins   Insert
+		spans []Span
+		rows  int
+		size  int
+		// down is set once Begin has spent the writer's retry budget: the
+		// rest of the run's chunks fail at once instead of each waiting out
+		// the budget again.
+		down error
+	)
+	timer := time.NewTimer(o.BatchAge)
+	defer timer.Stop()
+	settle := func(err error) {
+		r.ackSpans(spans, err)
+		ins, spans, rows, size = nil, spans[:0], 0, 0
+	}
+	commit := func() {
+		if ins != nil {
+			settle(ins.Commit())
+		}
+	}
+	add := func(c *Batch) {
+		defer func() { c.Reset(); r.pool.Put(c) }()
+		if down != nil {
+			r.ackSpans(c.Spans, down)
+			return
+		}
+		if ins == nil {
+			// Loads finish even when the run is cancelled: these rows were
+			// fetched, and committing them is what makes a restart cheap.
+			var err error
+			if ins, err = sw.Begin(context.WithoutCancel(r.ctx)); err != nil {
+				down = err
+				r.ackSpans(c.Spans, down)
+				return
+			}
+			timer.Reset(o.BatchAge)
+		}
+		spans = append(spans, c.Spans...)
+		rows += c.Len()
+		size += c.Bytes
+		if err := ins.Append(c); err != nil {
+			ins.Abort()
+			settle(err)
+			return
+		}
+		if rows >= o.BatchRows || size >= o.BatchBytes {
+			commit()
+		}
+	}
+	for {
+		select {
+		case c, ok := <-r.chunks:
+			if !ok {
+				commit()
+				return
+			}
+			add(c)
+		case <-timer.C:
+			commit()
+			timer.Reset(o.BatchAge)
+		}
+	}
+}
+
 func (r *run) ack(chunks []*Batch, err error) {
+	for _, c := range chunks {
+		r.ackSpans(c.Spans, err)
+	}
+}
+
+// ackSpans settles the rows of spans: loaded when err is nil, failed
+// otherwise. Each span releases the hold it put on its target.
+func (r *run) ackSpans(spans []Span, err error) {
+	if err != nil {
+		err = &LoadError{Err: err}
+	}
 	var n int64
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, c := range chunks {
-		for _, s := range c.Spans {
-			t := r.byID[s.VariableID]
-			if err != nil {
-				if t.err == nil {
-					t.err = err
-				}
-			} else {
-				t.maxTs = max(t.maxTs, s.MaxTsMs)
-				t.points += int64(s.Rows)
-				n += int64(s.Rows)
+	for _, s := range spans {
+		t := r.byID[s.VariableID]
+		if err != nil {
+			if t.err == nil {
+				t.err = err
 			}
-			r.releaseLocked(t)
+		} else {
+			t.maxTs = max(t.maxTs, s.MaxTsMs)
+			t.points += int64(s.Rows)
+			n += int64(s.Rows)
 		}
+		r.releaseLocked(t)
 	}
 	r.points.Add(n)
 	if r.e.opts.Progress != nil {

@@ -386,3 +386,159 @@ func TestEngineLeavesRetriesBeforeTheResponseToTheSource(t *testing.T) {
 		t.Fatalf("calls=%d failed=%d marks=%d; want 1 call (the source spent its budget), 2 failed, no mark", src.calls, len(res.Failed), len(st.marks))
 	}
 }
+
+// streamWriter is a memWriter that also streams (StreamWriter): rows reach
+// the memWriter only when their INSERT commits. failCommits makes that many
+// commits fail with err after storing nothing; failBegin makes every Begin
+// fail.
+type streamWriter struct {
+	*memWriter
+	mu          sync.Mutex
+	begins      int
+	commits     int
+	appends     int
+	failCommits int
+	err         error
+	failBegin   error
+}
+
+type streamInsert struct {
+	w    *streamWriter
+	rows []*Batch
+}
+
+func (w *streamWriter) Begin(context.Context) (Insert, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.begins++
+	if w.failBegin != nil {
+		return nil, w.failBegin
+	}
+	return &streamInsert{w: w}, nil
+}
+
+func (in *streamInsert) Append(c *Batch) error {
+	// Copy: the engine reuses the chunk as soon as Append returns.
+	cp := new(Batch)
+	for i := range c.Len() {
+		cp.Append(Row{VariableID: c.VariableID[i], DeviceLabel: c.DeviceLabel[i], TsMs: c.TsMs[i], Value: c.Value[i], Context: c.Context[i],
+			Lat: c.Lat[i], Lng: c.Lng[i], HasLat: c.HasLat[i], HasLng: c.HasLng[i]})
+	}
+	in.rows = append(in.rows, cp)
+	in.w.mu.Lock()
+	in.w.appends++
+	in.w.mu.Unlock()
+	return nil
+}
+
+func (in *streamInsert) Commit() error {
+	in.w.mu.Lock()
+	in.w.commits++
+	if in.w.failCommits > 0 {
+		in.w.failCommits--
+		in.w.mu.Unlock()
+		return in.w.err
+	}
+	in.w.mu.Unlock()
+	return in.w.memWriter.Write(context.Background(), in.rows)
+}
+
+func (in *streamInsert) Abort() {}
+
+type permanentErr struct{}
+
+func (permanentErr) Error() string   { return "code 60: table does not exist" }
+func (permanentErr) Retryable() bool { return false }
+
+func targetIDs(targets []Target) []string {
+	var ids []string
+	for _, tg := range targets {
+		ids = append(ids, tg.Variable.ID)
+	}
+	return ids
+}
+
+func TestEngineStreamsChunksIntoInsertsOfBatchRows(t *testing.T) {
+	src, targets := fixture(40, 2000, 1_700_000_000_000)
+	w := &streamWriter{memWriter: &memWriter{rows: map[string]map[int64]Row{}}}
+	st := &memStore{marks: map[string]Mark{}}
+	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 5000, VariablesPerRequest: 5, MaxInFlight: 2, BatchRows: 40000, InsertWorkers: 1, BatchAge: time.Hour}, nil, nil, nil)
+	res := e.Run(context.Background(), targets)
+	if len(res.Failed) != 0 {
+		t.Fatalf("failed targets: %v", res.Failed)
+	}
+	checkLoaded(t, src, w.memWriter, targetIDs(targets))
+	// 80,000 points in chunks of at most 32k rows, INSERTs of 40,000 rows:
+	// several chunks per INSERT, and few INSERTs.
+	if w.appends <= w.commits || w.commits > 3 {
+		t.Fatalf("%d chunks streamed into %d INSERTs; want several chunks per INSERT and at most 3 INSERTs of 40000 rows", w.appends, w.commits)
+	}
+	if res.Points != 80000 {
+		t.Fatalf("run reports %d points, want 80000", res.Points)
+	}
+	for _, id := range targetIDs(targets) {
+		pts := src.points[id]
+		if got, want := st.marks[id].HwmMs, pts[len(pts)-1].TsMs; got != want {
+			t.Errorf("mark of %s = %d, want %d", id, got, want)
+		}
+	}
+}
+
+func TestEngineReadsAgainTheVariablesOfAStreamedInsertThatFailedRetryably(t *testing.T) {
+	src, targets := fixture(9, 300, 1_700_000_000_000)
+	w := &streamWriter{memWriter: &memWriter{rows: map[string]map[int64]Row{}}, failCommits: 1, err: retryErr{}}
+	st := &memStore{marks: map[string]Mark{}}
+	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 3, MaxInFlight: 2, BatchRows: 600, InsertWorkers: 1}, nil, nil, nil)
+	res := e.Run(context.Background(), targets)
+	if len(res.Failed) != 0 {
+		t.Fatalf("failed targets after a retryable INSERT failure: %v", res.Failed)
+	}
+	checkLoaded(t, src, w.memWriter, targetIDs(targets))
+	if res.Targets != 9 || res.Completed != 9 {
+		t.Fatalf("targets %d completed %d, want 9 and 9", res.Targets, res.Completed)
+	}
+	for _, id := range targetIDs(targets) {
+		pts := src.points[id]
+		if got, want := st.marks[id].HwmMs, pts[len(pts)-1].TsMs; got != want {
+			t.Errorf("mark of %s = %d, want %d", id, got, want)
+		}
+	}
+}
+
+func TestEngineFailsTheVariablesOfAStreamedInsertThatFailedPermanently(t *testing.T) {
+	src, targets := fixture(6, 300, 1_700_000_000_000)
+	w := &streamWriter{memWriter: &memWriter{rows: map[string]map[int64]Row{}}, failCommits: 1000, err: permanentErr{}}
+	st := &memStore{marks: map[string]Mark{}}
+	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 3, MaxInFlight: 2, BatchRows: 100000, InsertWorkers: 1}, nil, nil, nil)
+	res := e.Run(context.Background(), targets)
+	if len(res.Failed) != 6 {
+		t.Fatalf("%d failed targets, want all 6: %v", len(res.Failed), res.Failed)
+	}
+	var le *LoadError
+	if !errors.As(res.Failed[0], &le) || !errors.As(res.Failed[0], new(permanentErr)) {
+		t.Fatalf("failure %v is not a LoadError wrapping the writer's error", res.Failed[0])
+	}
+	if w.begins != w.commits || w.commits > 1 {
+		t.Fatalf("%d INSERTs begun, %d committed: a permanent failure must not be read again", w.begins, w.commits)
+	}
+	if len(st.marks) != 0 {
+		t.Fatalf("marks committed although nothing was loaded: %v", st.marks)
+	}
+}
+
+func TestEngineStopsBeginningInsertsOnceTheWriterGaveUp(t *testing.T) {
+	src, targets := fixture(20, 100, 1_700_000_000_000)
+	w := &streamWriter{memWriter: &memWriter{rows: map[string]map[int64]Row{}}, failBegin: errors.New("gave up after 7 attempts: connection refused")}
+	st := &memStore{marks: map[string]Mark{}}
+	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 1, MaxInFlight: 1, BatchRows: 10, BatchAge: time.Millisecond, InsertWorkers: 1}, nil, nil, nil)
+	res := e.Run(context.Background(), targets)
+	if len(res.Failed) != 20 || len(st.marks) != 0 {
+		t.Fatalf("%d failed, %d marks; want every target failed and no mark", len(res.Failed), len(st.marks))
+	}
+	if !errors.Is(res.Failed[0], w.failBegin) {
+		t.Fatalf("failure %v does not carry the writer's error", res.Failed[0])
+	}
+	if w.begins != 1 {
+		t.Fatalf("Begin called %d times; once it gave up, the run's other chunks must fail at once", w.begins)
+	}
+}

@@ -9,6 +9,7 @@ import (
 type Metrics struct {
 	pointsLoaded        prometheus.Counter
 	requestRetries      prometheus.Counter
+	loadRetries         prometheus.Counter
 	cycles              *prometheus.CounterVec
 	cycleDuration       prometheus.Histogram
 	lastCycleStart      prometheus.Gauge
@@ -32,6 +33,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Data points loaded into ClickHouse and acknowledged."}),
 		requestRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_series_request_retries_total",
 			Help: "Raw-series requests read again after their response failed mid-stream."}),
+		loadRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_load_rereads_total",
+			Help: "Variables read from the source again because ClickHouse failed their INSERT after its rows were streamed."}),
 		cycles: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fleetsync_cycles_total",
 			Help: "Sync cycles by result (success, failure)."}, []string{"result"}),
 		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetsync_cycle_duration_seconds",
@@ -61,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Cycles in which the service rejected the configured retention window and the floor moved forward."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.pointsLoaded, m.requestRetries, m.cycles, m.cycleDuration, m.lastCycleStart, m.lastSuccess,
+		reg.MustRegister(m.pointsLoaded, m.requestRetries, m.loadRetries, m.cycles, m.cycleDuration, m.lastCycleStart, m.lastSuccess,
 			m.lastCycleSuccess, m.variablesFailed, m.variablesSynced, m.lag, m.lagMax, m.lagging, m.lagThreshold,
 			m.scheduleInterval, m.retentionFloorMoved)
 	}

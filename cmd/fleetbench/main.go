@@ -84,7 +84,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, logs, profiles, Native files)")
 	fs.IntVar(&o.tune.VariablesPerRequest, "variables-per-request", 50, "sync.variables_per_request of the backfills")
 	fs.IntVar(&o.tune.MaxInFlight, "max-in-flight", 2, "sync.max_in_flight of the backfills")
-	fs.IntVar(&o.tune.BatchRows, "batch-rows", 100000, "sync.batch_rows of the backfills")
+	fs.IntVar(&o.tune.BatchRows, "batch-rows", 1000000, "sync.batch_rows of the backfills (the configuration's default)")
 	fs.IntVar(&o.tune.InsertWorkers, "insert-workers", 2, "sync.insert_workers of the backfills")
 	fs.IntVar(&o.tune.PageSize, "page-size", 1000, "source.page_size (list requests)")
 	if err := fs.Parse(args); err != nil {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/fleetsync/fleetsync/pipeline"
 )
@@ -12,8 +15,8 @@ import (
 // appendChunk fills the batch's columns. loaded_at is left to its DEFAULT.
 const pointColumnList = "variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng, version"
 
-// Compile-time check that the Client is the pipeline's Writer.
-var _ pipeline.Writer = (*Client)(nil)
+// Compile-time check that the Client is the pipeline's streaming Writer.
+var _ pipeline.StreamWriter = (*Client)(nil)
 
 // scratch holds the per-chunk columns derived from a pipeline.Batch (ts in
 // seconds, nullable lat/lng, the constant version), reused across writes.
@@ -69,22 +72,136 @@ func (c *Client) insertPoints(ctx context.Context, chunks []*pipeline.Batch, ver
 	// it is a no-op.
 	defer b.Abort()
 	for _, ch := range chunks {
-		n := ch.Len()
-		if n == 0 {
-			continue
-		}
-		sc.fill(ch, version)
-		cols := [...]any{
-			ch.VariableID, ch.DeviceID, ch.DeviceLabel, ch.VariableLabel,
-			ch.TsMs, sc.tsSec, ch.Value, ch.Context, sc.lat, sc.lng, sc.version,
-		}
-		for i, col := range cols {
-			if err := b.Column(i).Append(col); err != nil {
-				return fmt.Errorf("column %d: %w", i, err)
-			}
+		if err := appendChunk(b, ch, version, sc); err != nil {
+			return err
 		}
 	}
 	return b.Send()
+}
+
+// appendChunk appends one chunk's rows to b and sends them as a block of
+// their own. Flushing per chunk keeps clickhouse-go's column buffers at one
+// chunk (they are reset, capacity kept) instead of regrowing them to the
+// whole INSERT; the server still squashes the blocks of one INSERT into
+// parts of min_insert_block_size_rows.
+func appendChunk(b driver.Batch, ch *pipeline.Batch, version uint64, sc *scratch) error {
+	if ch.Len() == 0 {
+		return nil
+	}
+	sc.fill(ch, version)
+	cols := [...]any{
+		ch.VariableID, ch.DeviceID, ch.DeviceLabel, ch.VariableLabel,
+		ch.TsMs, sc.tsSec, ch.Value, ch.Context, sc.lat, sc.lng, sc.version,
+	}
+	for i, col := range cols {
+		if err := b.Column(i).Append(col); err != nil {
+			return fmt.Errorf("column %d: %w", i, err)
+		}
+	}
+	// Drop the pointers into the caller's chunk: it is reused once we return.
+	clear(sc.lat)
+	clear(sc.lng)
+	return b.Flush()
+}
+
+// Begin opens one INSERT into datapoints that takes its rows chunk by chunk
+// (see pipeline.StreamWriter). Connecting is retried like a Write; the
+// rows of an open INSERT cannot be resent once it fails, so Append and
+// Commit do not retry: their errors are *WriteError, and the caller reads
+// the rows again when the error is retryable.
+func (c *Client) Begin(ctx context.Context) (pipeline.Insert, error) {
+	version := c.NextVersion()
+	// The INSERT outlives Begin: its deadline bounds the whole statement.
+	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.InsertTimeout)
+	var b driver.Batch
+	err := c.Retry(ctx, TableDatapoints, func(context.Context) error {
+		// The batch keeps the context it is prepared with for its whole
+		// life, so it gets ictx rather than the attempt's; connecting is
+		// bounded by clickhouse.dial_timeout.
+		var err error
+		b, err = c.conn.PrepareBatch(ictx, c.insertPointsSQL)
+		return err
+	})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("begin insert into %s: %w", c.Table(TableDatapoints), err)
+	}
+	return &insert{c: c, b: b, cancel: cancel, version: version, sc: scratchPool.Get().(*scratch), started: time.Now()}, nil
+}
+
+// insert is an open streamed INSERT into datapoints.
+type insert struct {
+	c       *Client
+	b       driver.Batch
+	cancel  context.CancelFunc
+	version uint64
+	sc      *scratch
+	rows    int
+	started time.Time
+}
+
+// Append implements pipeline.Insert.
+func (in *insert) Append(ch *pipeline.Batch) error {
+	if err := checkBatch(ch); err != nil {
+		return fmt.Errorf("insert into %s: %w", in.c.Table(TableDatapoints), err)
+	}
+	if err := appendChunk(in.b, ch, in.version, in.sc); err != nil {
+		return in.c.writeError(fmt.Sprintf("send %d rows to %s", ch.Len(), in.c.Table(TableDatapoints)), err)
+	}
+	in.rows += ch.Len()
+	return nil
+}
+
+// Commit implements pipeline.Insert.
+func (in *insert) Commit() error {
+	defer in.release()
+	err := in.b.Send()
+	in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe(time.Since(in.started).Seconds())
+	if err != nil {
+		return in.c.writeError(fmt.Sprintf("insert %d rows into %s", in.rows, in.c.Table(TableDatapoints)), err)
+	}
+	in.c.metrics.rows.WithLabelValues(TableDatapoints).Add(float64(in.rows))
+	return nil
+}
+
+// Abort implements pipeline.Insert.
+func (in *insert) Abort() {
+	_ = in.b.Abort()
+	in.release()
+}
+
+func (in *insert) release() {
+	if in.sc != nil {
+		in.cancel()
+		scratchPool.Put(in.sc)
+		in.sc = nil
+	}
+}
+
+// WriteError is a failed INSERT whose rows cannot be resent by the writer
+// itself (they were streamed). Retryable says whether reading them again
+// and inserting them anew may succeed.
+type WriteError struct {
+	Op  string
+	Err error
+	// retryable is decided where the error is seen, by Retryable.
+	retryable bool
+}
+
+func (e *WriteError) Error() string { return e.Op + ": " + e.Err.Error() }
+
+// Unwrap returns the driver's error.
+func (e *WriteError) Unwrap() error { return e.Err }
+
+// Retryable implements pipeline.RetryableError.
+func (e *WriteError) Retryable() bool { return e.retryable }
+
+func (c *Client) writeError(op string, err error) error {
+	we := &WriteError{Op: op, Err: err, retryable: Retryable(err)}
+	if we.retryable {
+		c.metrics.retries.WithLabelValues(TableDatapoints).Inc()
+	}
+	return we
 }
 
 // fill derives the computed columns of one chunk.
