@@ -49,7 +49,7 @@ test: lint test-unit test-deploy fuzz
 test-faults:
 	FLEETSYNC_FAULTS_HEAVY=1 $(GO) test -race -count=1 -timeout 30m -run 'Fault|Kill|Overlap|Sigterm' ./cmd/... ./pipeline/...
 
-bench: build
+bench: deps build
 	$(GO) run ./cmd/fleetbench -out docs/benchmarks.md
 
 clean:

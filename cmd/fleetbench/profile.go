@@ -190,11 +190,19 @@ func pprofTop(ctx context.Context, goBin, path string, args ...string) (string, 
 	return strings.Join(keep, "\n"), nil
 }
 
-// countingWriter records the size of every INSERT the pipeline asks for.
+// countingWriter records the size of every INSERT the pipeline makes. It
+// streams, like the writer it wraps, so the profiled run loads the way
+// fleetsync does.
 type countingWriter struct {
-	w    pipeline.Writer
+	w    pipeline.StreamWriter
 	mu   sync.Mutex
 	rows []int
+}
+
+func (c *countingWriter) count(n int) {
+	c.mu.Lock()
+	c.rows = append(c.rows, n)
+	c.mu.Unlock()
 }
 
 func (c *countingWriter) Write(ctx context.Context, chunks []*pipeline.Batch) error {
@@ -202,10 +210,33 @@ func (c *countingWriter) Write(ctx context.Context, chunks []*pipeline.Batch) er
 	for _, ch := range chunks {
 		n += ch.Len()
 	}
-	c.mu.Lock()
-	c.rows = append(c.rows, n)
-	c.mu.Unlock()
+	c.count(n)
 	return c.w.Write(ctx, chunks)
+}
+
+// Begin opens a streamed INSERT whose rows are counted when it commits.
+func (c *countingWriter) Begin(ctx context.Context) (pipeline.Insert, error) {
+	in, err := c.w.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countingInsert{Insert: in, c: c}, nil
+}
+
+type countingInsert struct {
+	pipeline.Insert
+	c    *countingWriter
+	rows int
+}
+
+func (i *countingInsert) Append(ch *pipeline.Batch) error {
+	i.rows += ch.Len()
+	return i.Insert.Append(ch)
+}
+
+func (i *countingInsert) Commit() error {
+	i.c.count(i.rows)
+	return i.Insert.Commit()
 }
 
 func (c *countingWriter) describe() string {
