@@ -118,12 +118,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&opts.Live.PointsPerSecond, "live-points", 0, "live mode: new points per second (each newer than its variable's newest); 0 = off")
 	fs.Float64Var(&opts.Live.LatePointsPerSecond, "live-late-points", 0, "live mode: late points per second (behind their variable's newest); 0 = off")
 	fs.DurationVar(&opts.Live.LateMaxAge, "live-late-max-age", 10*time.Minute, "live mode: how far behind the newest point a late point may land")
+	// Usage writes to the flag set's output, which is discarded while
+	// parsing: the flag package calls Usage itself on --help and on a bad
+	// flag, and a bad flag is reported on one line by main, the full usage
+	// only once, on --help.
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: fleetsim [flags]\n\nServes a simulated Fleet Telemetry Service (/api/v2.0, /api/v1.6) over a generated fleet,\nplus a control interface under /_sim/ (see docs/fleetsim.md). Prints\n\"fleetsim listening on http://HOST:PORT\" when ready; serves until SIGTERM or SIGINT.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: fleetsim [flags]\n\nServes a simulated Fleet Telemetry Service (/api/v2.0, /api/v1.6) over a generated fleet,\nplus a control interface under /_sim/ (see docs/fleetsim.md). Prints\n\"fleetsim listening on http://HOST:PORT\" when ready; serves until SIGTERM or SIGINT.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
-	// Parse quietly: a bad flag is reported on one line by main, the full
-	// usage only on --help.
 	fs.SetOutput(io.Discard)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

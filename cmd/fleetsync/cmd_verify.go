@@ -262,7 +262,7 @@ func sumsEqual(a, b float64) bool {
 }
 
 // sourceStats gets every variable's count and sum: through the aggregation
-// POST (join_dataframes false, both bounds, never a limit) for many
+// POST (the joined frame, both bounds, never a limit) for many
 // variables per request, and through the single-variable statistics
 // endpoint for those whose aggregation result cannot be read with
 // certainty. If the aggregation's numbers for a probe variable differ from
@@ -341,10 +341,16 @@ func probeVariable(ids []string, got map[string]sourceStat) (string, bool) {
 // aggregate reads count and sum of one batch through the aggregation POST.
 // unsure lists the variables whose results it could not read with
 // certainty; a body it cannot decode at all makes the whole batch unsure.
+//
+// It asks for the joined frame: there each aggregate's column names its
+// variable, whereas the spec does not say in which order the per-variable
+// results come, and a guessed order would report false mismatches. A
+// variable the joined frame gives no value (an empty range joins no row)
+// is unsure and read singly.
 func (v *verifier) aggregate(ctx context.Context, ids []string, start, end int64) (map[string]sourceStat, []string, error) {
 	results := map[string][2]fleetapi.AggregateValue{}
 	for k, fn := range []string{"count", "sum"} {
-		vals, err := v.src.Aggregate(ctx, fleetapi.AggregationRequest{VariableIDs: ids, Aggregation: fn, Joined: false, Start: start, End: end})
+		vals, err := v.src.Aggregate(ctx, fleetapi.AggregationRequest{VariableIDs: ids, Aggregation: fn, Joined: true, Start: start, End: end})
 		if err != nil {
 			if !unreadable(err) {
 				return nil, nil, fmt.Errorf("source statistics: %w", err)
@@ -419,9 +425,14 @@ func (v *verifier) statistics(ctx context.Context, ids []string, start, end int6
 		if err != nil {
 			return fmt.Errorf("source statistics: %w", err)
 		}
+		// A null count is read as none: the spec does not say what an
+		// empty range gives, and null is the natural "no points" there.
+		if !ok {
+			c, ok = 0, true
+		}
 		n, whole := wholeCount(c, ok)
 		if !whole {
-			return fmt.Errorf("source statistics: count of variable %s is %v (null: %v), not a whole number; cannot verify it", id, c, !ok)
+			return fmt.Errorf("source statistics: count of variable %s is %v, not a whole number; cannot verify it", id, c)
 		}
 		s, ok, err := v.src.Statistic(ctx, id, "sum", start, end)
 		if err != nil {

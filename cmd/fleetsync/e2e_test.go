@@ -295,6 +295,23 @@ func TestSyncFirstCycleLoadsEveryInRetentionPointExactly(t *testing.T) {
 	if n < 1000 {
 		t.Fatalf("the fleet has only %d in-retention points; the test needs a real fleet", n)
 	}
+	// The source also holds points older than retention (fleetsim keeps some
+	// past the window); the oracle above shows none of them was loaded.
+	floor := time.Now().Add(-w.retention).UnixMilli()
+	old := 0
+	for _, d := range w.sim.Devices() {
+		for _, v := range d.Variables {
+			for _, p := range w.sim.Points(v.ID) {
+				if p.TimestampMs < floor {
+					old++
+				}
+			}
+		}
+	}
+	if old == 0 {
+		t.Fatal("the source holds no point outside retention, so the test cannot show none is loaded")
+	}
+	t.Logf("%d in-retention points loaded, %d older points in the source left out", n, old)
 	// Labels and positions are filled from the source.
 	labels := map[string][2]string{}
 	for _, d := range w.sim.Devices() {
@@ -322,20 +339,58 @@ func TestSyncFirstCycleLoadsEveryInRetentionPointExactly(t *testing.T) {
 }
 
 func TestSyncSecondCycleWithNoNewDataMakesNoDataRequests(t *testing.T) {
-	w := newWorld(t, worldOpts{})
-	w.sync()
+	// Several data requests per variable in the first cycle, so that "far
+	// fewer" means something: the idle cycle may only walk the metadata.
+	w := newWorld(t, worldOpts{extra: "rows_per_request: 100\nvariables_per_request: 2"})
+	_, logs1 := w.sync()
 	first, firstData := w.allRequests(), w.dataRequests()
+	rows1 := w.rawRows()
 	w.sim.ResetCounters()
-	w.sync()
+	_, logs2 := w.sync()
 	second, secondData := w.allRequests(), w.dataRequests()
-	t.Logf("requests: first cycle %d (%d data), second cycle %d (%d data)", first, firstData, second, secondData)
+	rows2 := w.rawRows()
+	t.Logf("API requests: first cycle %d (%d data), second cycle %d (%d data); datapoints rows %d then %d", first, firstData, second, secondData, rows1, rows2)
 	if secondData != 0 {
 		t.Fatalf("an idle cycle made %d data requests: %v", secondData, w.sim.Counters())
 	}
-	if second >= first {
-		t.Fatalf("the idle cycle made %d requests, the first %d", second, first)
+	if second*2 > first {
+		t.Fatalf("the idle cycle made %d API requests, the first %d: not far fewer", second, first)
+	}
+	if rows2 != rows1 {
+		t.Fatalf("the idle cycle inserted %d rows into datapoints", rows2-rows1)
+	}
+	// The cycle summary reports what was read and requested.
+	s1, s2 := cycleSummary(t, logs1), cycleSummary(t, logs2)
+	if s1["requests"] != float64(firstData) || s1["points"] != float64(rows1) {
+		t.Fatalf("first cycle's summary reports %v requests and %v points; fleetsim counted %d data requests, the warehouse holds %d rows", s1["requests"], s1["points"], firstData, rows1)
+	}
+	if s2["requests"] != float64(0) || s2["points"] != float64(0) || s2["idle"] != s2["variables"] {
+		t.Fatalf("idle cycle's summary: requests %v, points %v, idle %v of %v variables; want 0, 0, all", s2["requests"], s2["points"], s2["idle"], s2["variables"])
 	}
 	w.checkOracle()
+}
+
+// cycleSummary is the fields of the "cycle finished" log line.
+func cycleSummary(t *testing.T, logs string) map[string]any {
+	t.Helper()
+	for _, l := range strings.Split(logs, "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "cycle finished" {
+			return m
+		}
+	}
+	t.Fatalf("no \"cycle finished\" line in the logs:\n%s", lastLines(logs, 10))
+	return nil
+}
+
+// rawRows counts datapoints rows before deduplication: every insert adds.
+func (w *world) rawRows() int64 {
+	w.t.Helper()
+	var n uint64
+	if err := w.conn.QueryRow(context.Background(), fmt.Sprintf("SELECT count() FROM `%s`.datapoints", w.db)).Scan(&n); err != nil {
+		w.t.Fatalf("count datapoints: %v", err)
+	}
+	return int64(n)
 }
 
 func TestSyncLoadsNewAndLatePointsOnce(t *testing.T) {
@@ -359,6 +414,23 @@ func TestSyncLoadsNewAndLatePointsOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		changed = append(changed, v.ID)
+	}
+	// The second device's variables get a late point only: their newest
+	// point stays the same, and only their lastActivity says they changed.
+	lateOnly := 0
+	for _, v := range w.sim.Devices()[1].Variables {
+		pts := w.sim.Points(v.ID)
+		if len(pts) == 0 {
+			continue
+		}
+		late := fleetsim.SimPoint{TimestampMs: pts[len(pts)-1].TimestampMs - 30*60*1000 + 1, Value: 7, Context: map[string]any{"note": "late"}}
+		if err := w.sim.AddPoints(v.ID, []fleetsim.SimPoint{late}); err != nil {
+			t.Fatal(err)
+		}
+		lateOnly++
+	}
+	if lateOnly == 0 {
+		t.Fatal("the second device has no variable with points")
 	}
 	w.sim.ResetCounters()
 	w.sync()
@@ -430,11 +502,12 @@ func TestBadConfigurationsExitWithAClearOneLineMessage(t *testing.T) {
 		code   int
 		wantIn string
 	}{
-		{"missing base_url", func(s string) string { return strings.Replace(s, "base_url: "+w.http.URL, "", 1) }, "", 2, "source.base_url"},
-		{"unknown key", func(s string) string { return strings.Replace(s, "lookback: 1h", "lookbak: 1h", 1) }, "", 2, "lookbak"},
-		{"bad duration", func(s string) string { return strings.Replace(s, "lookback: 1h", "lookback: 1 hour", 1) }, "", 2, "sync.lookback"},
-		{"unreachable clickhouse", func(s string) string { return strings.Replace(s, w.chAddr, "127.0.0.1:1", 1) }, "", 1, "clickhouse"},
-		{"wrong token", func(s string) string { return s }, "not-the-token", 1, "401"},
+		// wantIn names the key at fault and how to fix it.
+		{"missing base_url", func(s string) string { return strings.Replace(s, "base_url: "+w.http.URL, "", 1) }, "", 2, "source.base_url: required; set it to"},
+		{"unknown key", func(s string) string { return strings.Replace(s, "lookback: 1h", "lookbak: 1h", 1) }, "", 2, `unknown key "sync.lookbak" (did you mean "sync.lookback"?)`},
+		{"bad duration", func(s string) string { return strings.Replace(s, "lookback: 1h", "lookback: 1 hour", 1) }, "", 2, "sync.lookback: invalid duration"},
+		{"unreachable clickhouse", func(s string) string { return strings.Replace(s, w.chAddr, "127.0.0.1:1", 1) }, "", 1, "check clickhouse.addr"},
+		{"wrong token", func(s string) string { return s }, "not-the-token", 1, "put a valid token in source.token_file"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -450,8 +523,17 @@ func TestBadConfigurationsExitWithAClearOneLineMessage(t *testing.T) {
 			defer cancel()
 			code, _, errs := w.cli(ctx, "sync", "--config", path)
 			last := lastLines(errs, 1)
+			t.Logf("exit %d: %s", code, last)
 			if code != c.code || !strings.Contains(last, c.wantIn) || !strings.HasPrefix(last, "fleetsync sync: ") {
 				t.Fatalf("exit %d (want %d), last line %q (want it to name %q)", code, c.code, last, c.wantIn)
+			}
+			// One line: a bad configuration prints nothing but its error, and
+			// no failure prints a stack trace.
+			if c.code == 2 && strings.Count(strings.TrimRight(errs, "\n"), "\n") != 0 {
+				t.Fatalf("a bad configuration printed more than one line:\n%s", errs)
+			}
+			if strings.Contains(errs, "goroutine ") || strings.Contains(errs, "panic") {
+				t.Fatalf("the output carries a stack trace:\n%s", errs)
 			}
 			if strings.Contains(errs, c.token) && c.token != "" {
 				t.Fatal("the token appears in the error output")
@@ -504,5 +586,44 @@ func TestDemoSyncsAndPrintsExampleQueries(t *testing.T) {
 	var n int
 	if _, err := fmt.Sscanf(text[strings.Index(text, "Synced "):], "Synced %d points", &n); err != nil || n < 2*4*400 {
 		t.Fatalf("demo reports %d points (err %v), want about 2x4x500", n, err)
+	}
+}
+
+// TestDemoStartsItsOwnClickHouseWhenNoneAnswersAndStopsIt is `make demo` on a
+// machine with no ClickHouse: nothing answers at --clickhouse, so the demo
+// starts a server in its directory, syncs into it, prints the queries, and
+// stops that server before it returns.
+func TestDemoStartsItsOwnClickHouseWhenNoneAnswersAndStopsIt(t *testing.T) {
+	dir := t.TempDir()
+	nobody := freeAddr(t)
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"demo", "--clickhouse", nobody, "--dir", dir, "--devices", "2", "--variables", "2", "--points", "200"}, &out, &errb, nil)
+	if code != 0 {
+		t.Fatalf("demo exited %d: %s", code, lastLines(errb.String(), 5))
+	}
+	if !strings.Contains(errb.String(), "starting a local clickhouse-server in "+dir) {
+		t.Fatalf("the demo did not say it starts a ClickHouse:\n%s", lastLines(errb.String(), 5))
+	}
+	text := out.String()
+	var n int
+	var addr string
+	i := strings.Index(text, "Synced ")
+	if i < 0 {
+		t.Fatalf("demo output lacks the summary:\n%s", text)
+	}
+	if _, err := fmt.Sscanf(text[i:], "Synced %d points into ClickHouse %s", &n, &addr); err != nil || n < 2*2*150 || addr == nobody {
+		t.Fatalf("demo reports %d points into %q (err %v), want about 2x2x200 into a server it started:\n%s", n, addr, err, text)
+	}
+	addr = strings.TrimSuffix(addr, ",")
+	if chserver.Reachable(context.Background(), addr) {
+		t.Fatalf("the ClickHouse the demo started at %s still answers after the demo returned", addr)
+	}
+	// No process of that server is left: none runs with the demo's directory.
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(dir)) {
+			t.Fatalf("a process still runs from the demo's directory: %s: %q", p, bytes.ReplaceAll(b, []byte{0}, []byte{' '}))
+		}
 	}
 }

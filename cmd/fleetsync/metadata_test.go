@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -561,7 +562,80 @@ func TestCookbookQueriesRunOnTheWarehouse(t *testing.T) {
 		if n == 0 {
 			t.Fatalf("cookbook query %q returns no rows on a synced fleet:\n%s", q.title, sql)
 		}
+		switch {
+		case strings.HasPrefix(q.title, "Points of every device currently in a group"):
+			w.checkGroupPointsQuery(sql)
+		case strings.HasPrefix(q.title, "Latest position of each device"):
+			w.checkLatestPositionQuery(sql)
+		}
 	}
+}
+
+// checkGroupPointsQuery compares the cookbook's "points of every device in a
+// group" with the source's points of that group's devices.
+func (w *world) checkGroupPointsQuery(sql string) {
+	w.t.Helper()
+	m := regexp.MustCompile(`label = '([^']+)'`).FindStringSubmatch(sql)
+	if m == nil {
+		w.t.Fatalf("the group query names no group label:\n%s", sql)
+	}
+	var members []string
+	for _, g := range w.sim.Groups() {
+		if g.Label == m[1] {
+			members = g.Devices
+		}
+	}
+	vars := map[string]bool{}
+	for _, d := range w.sim.Devices() {
+		if containsString(members, d.ID) {
+			for _, v := range d.Variables {
+				vars[v.ID] = true
+			}
+		}
+	}
+	want := 0
+	for k := range w.expected() {
+		if vars[k.variable] {
+			want++
+		}
+	}
+	got := w.rows("SELECT toString(count()) FROM (" + strings.TrimSuffix(strings.TrimSpace(sql), ";") + ")")
+	if want == 0 || len(got) != 1 || got[fmt.Sprint(want)] == "" {
+		w.t.Fatalf("the group query returns %v points for group %s (%d devices); the source has %d", got, m[1], len(members), want)
+	}
+}
+
+// checkLatestPositionQuery compares the cookbook's latest position per
+// device with the source's newest point carrying lat and lng.
+func (w *world) checkLatestPositionQuery(sql string) {
+	w.t.Helper()
+	type pos struct {
+		ts       int64
+		lat, lng float64
+	}
+	newest := map[string]pos{}
+	label := map[string]string{}
+	for _, d := range w.sim.Devices() {
+		for _, v := range d.Variables {
+			label[v.ID] = d.Label
+		}
+	}
+	for k, p := range w.expected() {
+		lat, ok1 := p.context["lat"].(float64)
+		lng, ok2 := p.context["lng"].(float64)
+		if ok1 && ok2 && k.ts > newest[label[k.variable]].ts {
+			newest[label[k.variable]] = pos{k.ts, lat, lng}
+		}
+	}
+	want := map[string]string{}
+	for dev, p := range newest {
+		want[dev] = fmt.Sprintf("%s|%v|%v", dev, p.lat, p.lng)
+	}
+	got := w.rows("SELECT device_label, assumeNotNull(last_lat), assumeNotNull(last_lng) FROM (" + strings.TrimSuffix(strings.TrimSpace(sql), ";") + ")")
+	if len(want) == 0 {
+		w.t.Fatal("the fleet has no position points")
+	}
+	compareRows(w.t, "latest positions from the cookbook query", want, got)
 }
 
 type cookbookQuery struct{ title, sql string }

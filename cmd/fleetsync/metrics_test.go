@@ -194,12 +194,17 @@ func TestRunServesMetricsHealthAndReadinessWhileCycling(t *testing.T) {
 		return m != nil
 	})
 	// Scrape while the first cycle runs: requests are being counted.
+	var body string
 	poll(t, 20*time.Second, "API requests to show in /metrics mid-cycle", func() bool {
-		_, body := httpGet(base + "/metrics")
+		_, body = httpGet(base + "/metrics")
 		v, ok := metricValue(body, `fleetsync_api_requests_total{code="2xx",endpoint="raw_series"}`)
 		return ok && v >= 1
 	})
-	_, body := httpGet(base + "/metrics")
+	// The same scrape shows the cycle still running: none has ended yet.
+	if v, ok := metricValue(body, `fleetsync_cycles_total{result="success"}`); ok && v != 0 {
+		t.Fatalf("the scrape that saw the first raw-series request also counts %v finished cycles: the cycle ended before it was scraped", v)
+	}
+	_, body = httpGet(base + "/metrics")
 	if v, ok := metricValue(body, "fleetsync_last_cycle_start_timestamp_seconds"); !ok || v < float64(time.Now().Add(-time.Minute).Unix()) {
 		t.Fatalf("fleetsync_last_cycle_start_timestamp_seconds = %v (present %v) during the first cycle", v, ok)
 	}

@@ -236,17 +236,22 @@ func (c *Client) apiURL(prefix, escapedPath string, q url.Values) *url.URL {
 }
 
 // resolveNext turns a `next` link into the URL to request: followed
-// verbatim, resolved against the base only when relative. A `token` query
+// verbatim, and when relative resolved against the page it appeared on
+// (cur; the base URL when nil), as RFC 3986 resolves any link, so that
+// "?page=2" stays on the list it came from. A `token` query
 // parameter is dropped, since a token never travels in a URL. When the link
 // names the base's host over http while the base is https (a proxy
 // artefact), it is upgraded to https.
-func (c *Client) resolveNext(next string) (*url.URL, error) {
+func (c *Client) resolveNext(cur *url.URL, next string) (*url.URL, error) {
 	u, err := url.Parse(next)
 	if err != nil {
 		return nil, fmt.Errorf("the next link is not a URL: %w", err)
 	}
 	if !u.IsAbs() {
-		u = c.base.ResolveReference(u)
+		if cur == nil {
+			cur = c.base
+		}
+		u = cur.ResolveReference(u)
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("the next link has scheme %q", u.Scheme)

@@ -158,6 +158,13 @@ func numberOrNull(raw json.RawMessage) (float64, bool, error) {
 			return 0, false, &DecodeError{Frame: -1, Row: -1, Msg: "unexpected statistic value", Err: err}
 		}
 		return v, true, nil
+	case raw[0] == '"':
+		// A number sent as a string (a decimal rendered with its precision
+		// kept): read it, but never guess at other text.
+		if v, ok := looseNumber(raw); ok {
+			return v, true, nil
+		}
+		return 0, false, &DecodeError{Frame: -1, Row: -1, Msg: fmt.Sprintf("unexpected statistic value %.40s", raw)}
 	default:
 		return 0, false, &DecodeError{Frame: -1, Row: -1, Msg: fmt.Sprintf("unexpected statistic value %.40s", raw)}
 	}
@@ -246,7 +253,7 @@ func (c *Client) Aggregate(ctx context.Context, req AggregationRequest) ([]Aggre
 	if cols != nil {
 		err = joinedAggregates(cols, resp.Results, out)
 	} else {
-		err = perVariableAggregates(resp.Results, out)
+		err = perVariableAggregates(resp.Results, out, req.Aggregation)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
@@ -254,23 +261,48 @@ func (c *Client) Aggregate(ctx context.Context, req AggregationRequest) ([]Aggre
 	return out, nil
 }
 
-func perVariableAggregates(results []json.RawMessage, out []AggregateValue) error {
+// perVariableAggregates reads the per-variable results (join_dataframes
+// false), one per requested variable in request order. The spec does not
+// show their shape beyond that, so a result may be an object or a one-row
+// frame holding one (an empty frame is no value), and its aggregate is under
+// `value` or else under the function's name. Anything else is a
+// *DecodeError, never a guess.
+func perVariableAggregates(results []json.RawMessage, out []AggregateValue, aggregation string) error {
 	if len(results) != len(out) {
 		return &DecodeError{Frame: -1, Row: -1, Msg: fmt.Sprintf("%d results for %d variables", len(results), len(out))}
 	}
 	for i, raw := range results {
-		var r struct {
-			Value     json.RawMessage `json:"value"`
-			Timestamp json.RawMessage `json:"timestamp"`
-			Context   json.RawMessage `json:"context"`
+		raw = bytes.TrimSpace(raw)
+		if len(raw) > 0 && raw[0] == '[' {
+			var rows []json.RawMessage
+			if err := json.Unmarshal(raw, &rows); err != nil || len(rows) > 1 {
+				return &DecodeError{VariableID: out[i].VariableID, Frame: i, Row: -1,
+					Msg: fmt.Sprintf("a result is a frame of %d rows, not one aggregate", len(rows)), Err: err}
+			}
+			if len(rows) == 0 {
+				continue
+			}
+			raw = rows[0]
 		}
+		var r map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &r); err != nil {
 			return &DecodeError{VariableID: out[i].VariableID, Frame: i, Row: -1, Msg: "a result is not an object", Err: err}
 		}
-		if err := fillAggregate(&out[i], r.Value, r.Timestamp); err != nil {
+		value, found := r["value"]
+		if !found {
+			value, found = r[aggregation]
+		}
+		if !found && aggregation == "average" {
+			value, found = r["mean"]
+		}
+		if !found && len(r) > 0 {
+			return &DecodeError{VariableID: out[i].VariableID, Frame: i, Row: -1,
+				Msg: fmt.Sprintf("a result has neither `value` nor %q", aggregation)}
+		}
+		if err := fillAggregate(&out[i], value, r["timestamp"]); err != nil {
 			return err
 		}
-		if c := bytes.TrimSpace(r.Context); len(c) > 0 && c[0] == '{' {
+		if c := bytes.TrimSpace(r["context"]); len(c) > 0 && c[0] == '{' {
 			out[i].Context = object(c)
 		}
 	}
@@ -293,6 +325,10 @@ func fillAggregate(a *AggregateValue, value, ts json.RawMessage) error {
 	return nil
 }
 
+// joinedAggregates reads a joined frame, where each variable's aggregate is
+// named by its column, `<variable_id>.<column>`, so no order is assumed. A
+// variable with several columns, or with a value in more than one row, makes
+// the frame unreadable (*DecodeError) rather than a guess.
 func joinedAggregates(cols []string, rows []json.RawMessage, out []AggregateValue) error {
 	tsCol := -1
 	valCol := make([]int, len(out))
@@ -305,9 +341,14 @@ func joinedAggregates(cols []string, rows []json.RawMessage, out []AggregateValu
 			continue
 		}
 		for i := range out {
-			if strings.HasPrefix(name, out[i].VariableID+".") && valCol[i] < 0 {
-				valCol[i] = j
+			if !strings.HasPrefix(name, out[i].VariableID+".") {
+				continue
 			}
+			if valCol[i] >= 0 {
+				return &DecodeError{VariableID: out[i].VariableID, Frame: -1, Row: -1,
+					Msg: fmt.Sprintf("the joined columns name the variable twice (%q and %q)", cols[valCol[i]], name)}
+			}
+			valCol[i] = j
 		}
 	}
 	if tsCol < 0 {
@@ -319,8 +360,11 @@ func joinedAggregates(cols []string, rows []json.RawMessage, out []AggregateValu
 			return &DecodeError{Frame: -1, Row: r, Msg: fmt.Sprintf("a joined row is not a list of %d cells", len(cols)), Err: err}
 		}
 		for i := range out {
-			if valCol[i] < 0 || out[i].HasValue || string(bytes.TrimSpace(cells[valCol[i]])) == "null" {
+			if valCol[i] < 0 || string(bytes.TrimSpace(cells[valCol[i]])) == "null" {
 				continue
+			}
+			if out[i].HasValue {
+				return &DecodeError{VariableID: out[i].VariableID, Frame: -1, Row: r, Msg: "the variable has an aggregate in more than one joined row"}
 			}
 			if err := fillAggregate(&out[i], cells[valCol[i]], cells[tsCol]); err != nil {
 				return err

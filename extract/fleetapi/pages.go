@@ -1,6 +1,7 @@
 package fleetapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -16,6 +17,39 @@ type pageEnvelope[T any] struct {
 	Next     *string         `json:"next"`
 	Previous *string         `json:"previous"`
 	Results  []T             `json:"results"`
+}
+
+// UnmarshalJSON reads the envelope, or a bare JSON array as one complete
+// page: the spec calls some lists ("the device's variables") just a list,
+// without saying they are paginated, so an implementation may send the
+// array alone. A `next` or `previous` that is not a string counts as null.
+func (p *pageEnvelope[T]) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '[' {
+		*p = pageEnvelope[T]{}
+		return json.Unmarshal(b, &p.Results)
+	}
+	var raw struct {
+		Count    json.RawMessage `json:"count"`
+		Next     json.RawMessage `json:"next"`
+		Previous json.RawMessage `json:"previous"`
+		Results  []T             `json:"results"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*p = pageEnvelope[T]{Count: raw.Count, Results: raw.Results, Next: link(raw.Next), Previous: link(raw.Previous)}
+	return nil
+}
+
+// link reads a pagination link: a non-empty string, or nil for null, an
+// empty string and anything else.
+func link(raw json.RawMessage) *string {
+	var s string
+	if json.Unmarshal(raw, &s) != nil || s == "" {
+		return nil
+	}
+	return &s
 }
 
 // listPages calls fn for every result of a paginated list starting at first,
@@ -44,9 +78,10 @@ func listPages[T any](ctx context.Context, c *Client, endpoint string, first *ur
 				return err
 			}
 		}
+		cur := u
 		u = nil
 		if page.Next != nil && *page.Next != "" {
-			if u, err = c.resolveNext(*page.Next); err != nil {
+			if u, err = c.resolveNext(cur, *page.Next); err != nil {
 				return fmt.Errorf("list %s page %d: %w", first.EscapedPath(), n, err)
 			}
 		}

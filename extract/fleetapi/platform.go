@@ -51,36 +51,6 @@ func (c *Client) listQuery() url.Values {
 	return url.Values{"page_size": {strconv.Itoa(c.cfg.PageSize)}}
 }
 
-// parseTime reads an ISO-8601 resource timestamp; an absent or unreadable
-// one gives the zero time, since a metadata date is not worth failing a
-// listing for.
-func parseTime(s string) time.Time {
-	if s == "" {
-		return time.Time{}
-	}
-	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-		return t.UTC()
-	}
-	if t, err := time.Parse("2006-01-02T15:04:05.999999999", s); err == nil {
-		return t.UTC()
-	}
-	return time.Time{}
-}
-
-// millis reads a POSIX-milliseconds field that may be null or absent.
-func millis(n json.Number) int64 {
-	if n == "" {
-		return 0
-	}
-	if i, err := n.Int64(); err == nil {
-		return i
-	}
-	if f, err := n.Float64(); err == nil {
-		return int64(f)
-	}
-	return 0
-}
-
 // object returns raw when it is a JSON object, "{}" otherwise (null,
 // absent), compacted.
 func object(raw json.RawMessage) json.RawMessage {
@@ -98,57 +68,63 @@ func object(raw json.RawMessage) json.RawMessage {
 // ref reads a reference to another resource given as an id string or as an
 // object with an id (and maybe a label).
 func ref(raw json.RawMessage) (id, label string) {
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, ""
+	raw = bytes.TrimSpace(raw)
+	if len(raw) > 0 && raw[0] == '{' {
+		var o struct {
+			ID    looseString `json:"id"`
+			Label looseString `json:"label"`
+		}
+		if json.Unmarshal(raw, &o) == nil {
+			return string(o.ID), string(o.Label)
+		}
+		return "", ""
 	}
-	var o struct {
-		ID    string `json:"id"`
-		Label string `json:"label"`
-	}
-	if json.Unmarshal(raw, &o) == nil {
-		return o.ID, o.Label
-	}
-	return "", ""
+	var s looseString
+	_ = s.UnmarshalJSON(raw)
+	return string(s), ""
 }
 
+// deviceJSON is a device as the Platform API returns it. Every field is
+// read leniently (see looseString): only those the spec lists are used.
 type deviceJSON struct {
-	URL          string          `json:"url"`
-	ID           string          `json:"id"`
-	Label        string          `json:"label"`
-	Name         string          `json:"name"`
-	Description  string          `json:"description"`
+	URL          looseString     `json:"url"`
+	ID           looseString     `json:"id"`
+	Label        looseString     `json:"label"`
+	Name         looseString     `json:"name"`
+	Description  looseString     `json:"description"`
 	Properties   json.RawMessage `json:"properties"`
-	Tags         []string        `json:"tags"`
-	CreatedAt    string          `json:"createdAt"`
-	LastActivity json.Number     `json:"lastActivity"`
+	Tags         looseStrings    `json:"tags"`
+	CreatedAt    looseTime       `json:"createdAt"`
+	LastActivity looseMillis     `json:"lastActivity"`
 }
 
 func (d deviceJSON) device() pipeline.Device {
 	return pipeline.Device{
-		ID: d.ID, Label: d.Label, Name: d.Name, Description: d.Description, URL: d.URL,
-		Properties: object(d.Properties), Tags: d.Tags, CreatedAt: parseTime(d.CreatedAt),
-		LastActivityMs: millis(d.LastActivity),
+		ID: string(d.ID), Label: string(d.Label), Name: string(d.Name), Description: string(d.Description), URL: string(d.URL),
+		Properties: object(d.Properties), Tags: []string(d.Tags), CreatedAt: d.CreatedAt.Time(),
+		LastActivityMs: int64(d.LastActivity),
 	}
 }
 
+// variableJSON is a variable as the Platform API returns it. `device` is not
+// among the spec's variable fields: it is used when present (an id, or an
+// object with an id and label) and otherwise the caller knows the device.
 type variableJSON struct {
-	URL          string          `json:"url"`
-	ID           string          `json:"id"`
-	Label        string          `json:"label"`
-	Name         string          `json:"name"`
+	URL          looseString     `json:"url"`
+	ID           looseString     `json:"id"`
+	Label        looseString     `json:"label"`
+	Name         looseString     `json:"name"`
 	Properties   json.RawMessage `json:"properties"`
 	Device       json.RawMessage `json:"device"`
-	CreatedAt    string          `json:"createdAt"`
-	LastActivity json.Number     `json:"lastActivity"`
-	LastValue    json.RawMessage `json:"lastValue"`
+	CreatedAt    looseTime       `json:"createdAt"`
+	LastActivity looseMillis     `json:"lastActivity"`
 }
 
 func (v variableJSON) variable() pipeline.Variable {
 	devID, devLabel := ref(v.Device)
 	return pipeline.Variable{
-		ID: v.ID, Label: v.Label, Name: v.Name, DeviceID: devID, DeviceLabel: devLabel,
-		Properties: object(v.Properties), CreatedAt: parseTime(v.CreatedAt), LastActivityMs: millis(v.LastActivity),
+		ID: string(v.ID), Label: string(v.Label), Name: string(v.Name), DeviceID: devID, DeviceLabel: devLabel,
+		Properties: object(v.Properties), CreatedAt: v.CreatedAt.Time(), LastActivityMs: int64(v.LastActivity),
 	}
 }
 
@@ -199,7 +175,10 @@ func (c *Client) Variables(ctx context.Context, d pipeline.Device, fn func(pipel
 }
 
 // AllVariables calls fn for every variable of the account (GET /variables/,
-// all pages).
+// all pages). The spec does not list a variable's device among its fields:
+// DeviceID and DeviceLabel are filled only when the service names the
+// device (a `device` id or object), and are empty otherwise; Variables, per
+// device, always knows them.
 func (c *Client) AllVariables(ctx context.Context, fn func(pipeline.Variable) error) error {
 	return listPages(ctx, c, epVariables, c.apiURL(platformPrefix, "/variables/", c.listQuery()),
 		func(v variableJSON) error { return fn(v.variable()) })
@@ -220,30 +199,60 @@ func (c *Client) DeviceVariable(ctx context.Context, deviceKey, label string) (p
 // VariableDetail is a variable with its most recent reading.
 type VariableDetail struct {
 	pipeline.Variable
-	// LastValue is the newest point; nil when the variable has none.
+	// LastValue is the newest point when the service gave it as a data
+	// point (an object with a timestamp and a value); nil otherwise.
 	LastValue *pipeline.Point
+	// LastValueRaw is the last-value field exactly as the service gave it
+	// (whatever its shape), nil when the response has none.
+	LastValueRaw json.RawMessage
+}
+
+// lastValueKey tells whether a response key names the last value. The spec
+// says only that the variable comes back "with its last value", not under
+// which key, so lastValue, last_value and similar spellings all count.
+func lastValueKey(k string) bool {
+	k = strings.NewReplacer("_", "", "-", "", " ", "").Replace(strings.ToLower(k))
+	return k == "lastvalue"
 }
 
 // Variable reads one variable by id (GET /variables/{id}/) with its last
 // value. The path takes an id only: the service answers a `~label` with 400
 // (code 400001).
 func (c *Client) Variable(ctx context.Context, id string) (VariableDetail, error) {
-	var v variableJSON
-	if err := c.getJSON(ctx, epVariable, c.apiURL(platformPrefix, "/variables/"+esc(id)+"/", nil), &v); err != nil {
+	var raw map[string]json.RawMessage
+	if err := c.getJSON(ctx, epVariable, c.apiURL(platformPrefix, "/variables/"+esc(id)+"/", nil), &raw); err != nil {
 		return VariableDetail{}, fmt.Errorf("variable %s: %w", id, err)
 	}
+	return variableDetail(raw), nil
+}
+
+// variableDetail reads a variable object with its last value, whose key and
+// shape the spec does not give: a data point object gives LastValue, and
+// any shape is kept in LastValueRaw.
+func variableDetail(raw map[string]json.RawMessage) VariableDetail {
+	var v variableJSON
+	b, _ := json.Marshal(raw)
+	_ = json.Unmarshal(b, &v) // every field of variableJSON is lenient
 	out := VariableDetail{Variable: v.variable()}
-	lv := bytes.TrimSpace(v.LastValue)
-	if len(lv) > 0 && lv[0] == '{' {
-		var p valueJSON
-		if err := json.Unmarshal(lv, &p); err != nil {
-			return out, fmt.Errorf("variable %s: lastValue: %w", id, err)
+	for k, lv := range raw {
+		if !lastValueKey(k) {
+			continue
 		}
-		if pt, ok := p.point(); ok {
-			out.LastValue = &pt
+		lv = bytes.TrimSpace(lv)
+		if len(lv) == 0 || string(lv) == "null" {
+			continue
+		}
+		out.LastValueRaw = lv
+		if lv[0] == '{' {
+			var p valueJSON
+			if json.Unmarshal(lv, &p) == nil {
+				if pt, ok := p.point(); ok {
+					out.LastValue = &pt
+				}
+			}
 		}
 	}
-	return out, nil
+	return out
 }
 
 // DeviceGroup is a cluster of devices inside an organization.
@@ -257,20 +266,22 @@ type DeviceGroup struct {
 	CreatedAt time.Time
 }
 
+// groupJSON is a device group; its fields are read leniently.
 type groupJSON struct {
-	URL          string          `json:"url"`
-	ID           string          `json:"id"`
-	Label        string          `json:"label"`
-	Name         string          `json:"name"`
+	URL          looseString     `json:"url"`
+	ID           looseString     `json:"id"`
+	Label        looseString     `json:"label"`
+	Name         looseString     `json:"name"`
 	Organization json.RawMessage `json:"organization"`
-	Tags         []string        `json:"tags"`
+	Tags         looseStrings    `json:"tags"`
 	Devices      json.RawMessage `json:"devices"`
-	CreatedAt    string          `json:"createdAt"`
+	CreatedAt    looseTime       `json:"createdAt"`
 }
 
 func (g groupJSON) group() DeviceGroup {
 	org, _ := ref(g.Organization)
-	out := DeviceGroup{ID: g.ID, Label: g.Label, Name: g.Name, URL: g.URL, Organization: org, Tags: g.Tags, CreatedAt: parseTime(g.CreatedAt)}
+	out := DeviceGroup{ID: string(g.ID), Label: string(g.Label), Name: string(g.Name), URL: string(g.URL),
+		Organization: org, Tags: []string(g.Tags), CreatedAt: g.CreatedAt.Time()}
 	var members []json.RawMessage
 	if json.Unmarshal(g.Devices, &members) == nil {
 		for _, m := range members {
@@ -313,16 +324,18 @@ type Organization struct {
 	CreatedAt            time.Time
 }
 
+// orgJSON is an organization; the spec shows only id, label and createdAt,
+// so every field is read leniently.
 type orgJSON struct {
-	URL       string `json:"url"`
-	ID        string `json:"id"`
-	Label     string `json:"label"`
-	Name      string `json:"name"`
-	CreatedAt string `json:"createdAt"`
+	URL       looseString `json:"url"`
+	ID        looseString `json:"id"`
+	Label     looseString `json:"label"`
+	Name      looseString `json:"name"`
+	CreatedAt looseTime   `json:"createdAt"`
 }
 
 func (o orgJSON) org() Organization {
-	return Organization{ID: o.ID, Label: o.Label, Name: o.Name, URL: o.URL, CreatedAt: parseTime(o.CreatedAt)}
+	return Organization{ID: string(o.ID), Label: string(o.Label), Name: string(o.Name), URL: string(o.URL), CreatedAt: o.CreatedAt.Time()}
 }
 
 // Organizations calls fn for every organization (GET /organizations/). It
@@ -376,14 +389,14 @@ func (c *Client) OrganizationDashboards(ctx context.Context, key string, fn func
 	u := c.apiURL(platformPrefix, "/organizations/"+esc(key)+"/dashboards/", c.listQuery())
 	err := listPages(ctx, c, epOrganizationDashboards, u, func(raw json.RawMessage) error {
 		var head struct {
-			ID    string `json:"id"`
-			Label string `json:"label"`
-			Name  string `json:"name"`
+			ID    looseString `json:"id"`
+			Label looseString `json:"label"`
+			Name  looseString `json:"name"`
 		}
 		if err := json.Unmarshal(raw, &head); err != nil {
 			return &DecodeError{Frame: -1, Row: -1, Msg: "a dashboard is not an object", Err: err}
 		}
-		return fn(Dashboard{ID: head.ID, Label: head.Label, Name: head.Name, Raw: raw})
+		return fn(Dashboard{ID: string(head.ID), Label: string(head.Label), Name: string(head.Name), Raw: raw})
 	})
 	if err != nil {
 		return fmt.Errorf("dashboards of organization %s: %w", key, err)
@@ -416,13 +429,13 @@ func (c *Client) EventLogs(ctx context.Context, eventKey string, pageSize int, f
 	u := c.apiURL(platformPrefix, "/events/"+esc(eventKey)+"/logs/", q)
 	err := listPages(ctx, c, epEventLogs, u, func(raw json.RawMessage) error {
 		var head struct {
-			ID        string `json:"id"`
-			CreatedAt string `json:"createdAt"`
+			ID        looseString `json:"id"`
+			CreatedAt looseTime   `json:"createdAt"`
 		}
 		if err := json.Unmarshal(raw, &head); err != nil {
 			return &DecodeError{Frame: -1, Row: -1, Msg: "an event log entry is not an object", Err: err}
 		}
-		return fn(EventLog{ID: head.ID, CreatedAt: parseTime(head.CreatedAt), Raw: raw})
+		return fn(EventLog{ID: string(head.ID), CreatedAt: head.CreatedAt.Time(), Raw: raw})
 	})
 	if err != nil {
 		return fmt.Errorf("logs of event %s: %w", eventKey, err)
