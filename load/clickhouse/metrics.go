@@ -23,7 +23,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"table"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fleetsync_clickhouse_insert_duration_seconds",
-			Help:    "Duration of one INSERT attempt, successful or not, by table.",
+			Help:    "Time one INSERT attempt spent sending its rows and waiting for their acknowledgement (not waiting for the source), successful or not, by table.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
 		}, []string{"table"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -126,7 +126,7 @@ func (c *Client) Begin(ctx context.Context) (pipeline.Insert, error) {
 		cancel()
 		return nil, fmt.Errorf("begin insert into %s: %w", c.Table(TableDatapoints), err)
 	}
-	return &insert{c: c, b: b, cancel: cancel, version: version, sc: scratchPool.Get().(*scratch), started: time.Now()}, nil
+	return &insert{c: c, b: b, cancel: cancel, version: version, sc: scratchPool.Get().(*scratch)}, nil
 }
 
 // insert is an open streamed INSERT into datapoints.
@@ -137,7 +137,9 @@ type insert struct {
 	version uint64
 	sc      *scratch
 	rows    int
-	started time.Time
+	// busy is the time spent sending rows, not waiting for them, so the
+	// insert duration metric says how long ClickHouse takes, not the source.
+	busy time.Duration
 }
 
 // Append implements pipeline.Insert.
@@ -145,7 +147,10 @@ func (in *insert) Append(ch *pipeline.Batch) error {
 	if err := checkBatch(ch); err != nil {
 		return fmt.Errorf("insert into %s: %w", in.c.Table(TableDatapoints), err)
 	}
-	if err := appendChunk(in.b, ch, in.version, in.sc); err != nil {
+	t0 := time.Now()
+	err := appendChunk(in.b, ch, in.version, in.sc)
+	in.busy += time.Since(t0)
+	if err != nil {
 		return in.c.writeError(fmt.Sprintf("send %d rows to %s", ch.Len(), in.c.Table(TableDatapoints)), err)
 	}
 	in.rows += ch.Len()
@@ -155,8 +160,9 @@ func (in *insert) Append(ch *pipeline.Batch) error {
 // Commit implements pipeline.Insert.
 func (in *insert) Commit() error {
 	defer in.release()
+	t0 := time.Now()
 	err := in.b.Send()
-	in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe(time.Since(in.started).Seconds())
+	in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe((in.busy + time.Since(t0)).Seconds())
 	if err != nil {
 		return in.c.writeError(fmt.Sprintf("insert %d rows into %s", in.rows, in.c.Table(TableDatapoints)), err)
 	}
@@ -166,6 +172,9 @@ func (in *insert) Commit() error {
 
 // Abort implements pipeline.Insert.
 func (in *insert) Abort() {
+	if in.sc != nil {
+		in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe(in.busy.Seconds())
+	}
 	_ = in.b.Abort()
 	in.release()
 }
