@@ -92,9 +92,15 @@ func TestFaultSyncKilledInEachPhaseThenRerunIsExact(t *testing.T) {
 			}
 		}},
 		{"between two commits of marks", func() func() {
+			// Marks are committed every second and at the end: slow the
+			// source so that the cycle lasts several seconds, whatever the
+			// speed of the machine, and a second commit surely comes.
+			w.sim.SetFaults(fleetsim.Faults{Latency: 250 * time.Millisecond})
 			h := w.proxy.holdStatement(syncState, false, 1)
 			return func() { h.await(t, 60*time.Second, "the second commit of marks") }
-		}, nil},
+		}, func(map[string]int64, uint64) {
+			w.sim.SetFaults(fleetsim.Faults{Latency: 20 * time.Millisecond})
+		}},
 	}
 	rounds := 1
 	if heavyFaults() {

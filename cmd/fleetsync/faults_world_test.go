@@ -299,19 +299,32 @@ type proc struct {
 	err    error
 }
 
+// childEnv is the environment of a fleetsync binary a test starts: the
+// test's own, less its FLEETSYNC_ variables (FLEETSYNC_FAULTS_HEAVY,
+// FLEETSYNC_TEST_CLICKHOUSE_ADDR, ...), which are not configuration keys
+// and which fleetsync rejects as unknown, plus extra.
+func childEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLEETSYNC_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// unknownTable tells ClickHouse's answer for a table or database not
+// created yet (a process killed before its migration).
+func unknownTable(err error) bool {
+	var exc *clickhouse.Exception
+	return errors.As(err, &exc) && (exc.Code == 60 || exc.Code == 81)
+}
+
 // startBinary starts the fleetsync binary with args and extra environment.
 func startBinary(t *testing.T, environ []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(fleetsyncBinary(t), args...)
-	// The test harness's own FLEETSYNC_ variables (FLEETSYNC_FAULTS_HEAVY,
-	// FLEETSYNC_TEST_CLICKHOUSE_ADDR, ...) are not configuration keys, and
-	// fleetsync rejects unknown ones: pass only those the test gives.
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLEETSYNC_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, environ...)
+	cmd.Env = childEnv(environ...)
 	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
 	cmd.Stdout = io.Discard
 	cmd.Stderr = p.stderr

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -18,7 +17,7 @@ func (w *world) marks() map[string]int64 {
 	w.t.Helper()
 	rows, err := w.conn.Query(context.Background(), fmt.Sprintf("SELECT variable_id, max(hwm_ms) FROM `%s`.sync_state GROUP BY variable_id", w.db))
 	if err != nil {
-		if strings.Contains(err.Error(), "doesn't exist") {
+		if unknownTable(err) {
 			return map[string]int64{}
 		}
 		w.t.Fatalf("read marks: %v", err)
@@ -67,7 +66,7 @@ func TestSyncKilledAtRandomMomentsThenRerunIsExact(t *testing.T) {
 	// Kill points spread from the metadata walk to the last commits.
 	for i, delay := range []time.Duration{30 * time.Millisecond, 150 * time.Millisecond, 400 * time.Millisecond, 800 * time.Millisecond, 1500 * time.Millisecond} {
 		cmd := exec.Command(bin, "sync", "--config", w.cfgPath)
-		cmd.Env = os.Environ()
+		cmd.Env = childEnv()
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
