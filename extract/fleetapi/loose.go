@@ -70,25 +70,8 @@ type looseMillis int64
 // UnmarshalJSON implements json.Unmarshaler.
 func (m *looseMillis) UnmarshalJSON(b []byte) error {
 	*m = 0
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || string(b) == "null" {
-		return nil
-	}
-	if b[0] == '"' {
-		var s string
-		if json.Unmarshal(b, &s) != nil {
-			return nil
-		}
-		s = strings.TrimSpace(s)
-		if ms, err := parseMillis([]byte(s)); err == nil && s != "" {
-			*m = looseMillis(ms)
-		} else if t := parseTime(s); !t.IsZero() {
-			*m = looseMillis(t.UnixMilli())
-		}
-		return nil
-	}
-	if ms, err := parseMillis(b); err == nil {
-		*m = looseMillis(ms)
+	if t, ok := looseInstant(b); ok {
+		*m = looseMillis(t.UnixMilli())
 	}
 	return nil
 }
@@ -101,25 +84,39 @@ type looseTime time.Time
 // UnmarshalJSON implements json.Unmarshaler.
 func (t *looseTime) UnmarshalJSON(b []byte) error {
 	*t = looseTime{}
+	if tt, ok := looseInstant(b); ok {
+		*t = looseTime(tt)
+	}
+	return nil
+}
+
+// looseInstant reads either kind of timestamp the API uses: POSIX
+// milliseconds (a number or a numeric string) or an ISO-8601 string. A
+// string cannot be both, so the order of the attempts does not matter.
+// ok is false for null, absent and unreadable values.
+func looseInstant(b []byte) (time.Time, bool) {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 || string(b) == "null" {
-		return nil
+		return time.Time{}, false
 	}
 	if b[0] == '"' {
 		var s string
 		if json.Unmarshal(b, &s) != nil {
-			return nil
+			return time.Time{}, false
 		}
-		if tt := parseTime(s); !tt.IsZero() {
-			*t = looseTime(tt)
-			return nil
+		if t := parseTime(s); !t.IsZero() {
+			return t, true
 		}
 		b = []byte(strings.TrimSpace(s))
+		if len(b) == 0 {
+			return time.Time{}, false
+		}
 	}
-	if ms, err := parseMillis(b); err == nil && len(b) > 0 {
-		*t = looseTime(time.UnixMilli(ms).UTC())
+	ms, err := parseMillis(b)
+	if err != nil {
+		return time.Time{}, false
 	}
-	return nil
+	return time.UnixMilli(ms).UTC(), true
 }
 
 // Time gives the instant, the zero time when none was read.
