@@ -39,6 +39,11 @@ func (c *Config) Validate() error {
 	c.Source.validate(&p)
 	c.Sync.validate(&p, c.Source.Retention)
 	c.ClickHouse.validate(&p)
+	// An INSERT stays open while its rows stream in, for up to batch_age;
+	// insert_timeout bounds the whole statement, so it must be the longer.
+	if c.Sync.BatchAge > 0 && c.ClickHouse.InsertTimeout > 0 && c.Sync.BatchAge >= c.ClickHouse.InsertTimeout {
+		p.addf("sync.batch_age", "%s is not shorter than clickhouse.insert_timeout (%s), which bounds an insert that stays open while its rows stream in; set it to a few seconds, e.g. 5s", c.Sync.BatchAge, c.ClickHouse.InsertTimeout)
+	}
 	c.State.validate(&p)
 	c.Metrics.validate(&p)
 	c.Log.validate(&p)
