@@ -276,7 +276,7 @@ func (f *Fleet) deviceGroups(ctx context.Context) ([]DeviceGroup, error) {
 		return nil, fmt.Errorf("list device groups: %w", err)
 	}
 	gone := make([]bool, len(groups))
-	errs := forEach(ctx, len(groups), f.opts.MaxInFlight, func(i int) error {
+	errs := ForEach(ctx, len(groups), f.opts.MaxInFlight, func(i int) error {
 		ids, err := f.src.GroupDeviceIDs(ctx, groups[i].ID)
 		switch {
 		case IsNotFound(err):
@@ -355,7 +355,7 @@ func orgIDs(orgs []Organization, groups []DeviceGroup, live map[string]string) [
 func (f *Fleet) deviceOrganizations(ctx context.Context, orgs []string) (byDevice map[string]string, gone map[string]bool, err error) {
 	lists := make([][]string, len(orgs))
 	missing := make([]bool, len(orgs))
-	errs := forEach(ctx, len(orgs), f.opts.MaxInFlight, func(i int) error {
+	errs := ForEach(ctx, len(orgs), f.opts.MaxInFlight, func(i int) error {
 		ids, err := f.src.OrganizationDeviceIDs(ctx, orgs[i])
 		switch {
 		case IsNotFound(err):
@@ -549,9 +549,10 @@ func advance(mark EventMark, fresh []EventLog) EventMark {
 	return next
 }
 
-// forEach runs fn(0..n-1) with at most limit at once and returns the errors
-// (nil entries for successes, one per index).
-func forEach(ctx context.Context, n, limit int, fn func(i int) error) []error {
+// ForEach runs fn(0..n-1) with at most limit at once and returns the errors
+// (nil entries for successes, one per index). The metadata walk and verify
+// use it to keep a bounded number of API requests in flight.
+func ForEach(ctx context.Context, n, limit int, fn func(i int) error) []error {
 	errs := make([]error, n)
 	sem := make(chan struct{}, max(1, limit))
 	var wg sync.WaitGroup

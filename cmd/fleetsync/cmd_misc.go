@@ -51,6 +51,37 @@ func cmdVersion(_ context.Context, env *cliEnv, args []string) error {
 	return nil
 }
 
+// openForRange is the start that backfill and verify share: the closed
+// range of --from and --to, the configuration, and the app with the
+// schema ensured and the token read. The caller closes the app.
+func openForRange(ctx context.Context, env *cliEnv, cfgPath, fromS, toS string) (a *app, from, to int64, err error) {
+	if from, err = parseTime("from", fromS); err != nil {
+		return nil, 0, 0, err
+	}
+	if to, err = parseTime("to", toS); err != nil {
+		return nil, 0, 0, err
+	}
+	if from > to {
+		return nil, 0, 0, usagef("--from is after --to; swap them")
+	}
+	cfg, err := loadConfig(env, cfgPath)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if a, err = openApp(ctx, env, cfg, true); err != nil {
+		return nil, 0, 0, err
+	}
+	if err = a.ch.Migrate(ctx); err != nil {
+		a.Close()
+		return nil, 0, 0, fmt.Errorf("ensure schema: %w", err)
+	}
+	if err = a.refreshToken(); err != nil {
+		a.Close()
+		return nil, 0, 0, err
+	}
+	return a, from, to, nil
+}
+
 func cmdBackfill(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags(env, "fleetsync backfill --config FILE --from T --to T [--device KEY]...")
 	cfgPath := fs.String("config", "", "configuration file (YAML)")
@@ -61,32 +92,11 @@ func cmdBackfill(ctx context.Context, env *cliEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	from, err := parseTime("from", *fromS)
-	if err != nil {
-		return err
-	}
-	to, err := parseTime("to", *toS)
-	if err != nil {
-		return err
-	}
-	if from > to {
-		return usagef("--from is after --to; swap them")
-	}
-	cfg, err := loadConfig(env, *cfgPath)
-	if err != nil {
-		return err
-	}
-	a, err := openApp(ctx, env, cfg, true)
+	a, from, to, err := openForRange(ctx, env, *cfgPath, *fromS, *toS)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	if err := a.ch.Migrate(ctx); err != nil {
-		return fmt.Errorf("ensure schema: %w", err)
-	}
-	if err := a.refreshToken(); err != nil {
-		return err
-	}
 	stop := a.progress()
 	sum, err := a.syncer.Backfill(ctx, from, to, devices)
 	stop()

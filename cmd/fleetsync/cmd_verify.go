@@ -42,32 +42,11 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	from, err := parseTime("from", *fromS)
-	if err != nil {
-		return err
-	}
-	to, err := parseTime("to", *toS)
-	if err != nil {
-		return err
-	}
-	if from > to {
-		return usagef("--from is after --to; swap them")
-	}
-	cfg, err := loadConfig(env, *cfgPath)
-	if err != nil {
-		return err
-	}
-	a, err := openApp(ctx, env, cfg, true)
+	a, from, to, err := openForRange(ctx, env, *cfgPath, *fromS, *toS)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
-	if err := a.ch.Migrate(ctx); err != nil {
-		return fmt.Errorf("ensure schema: %w", err)
-	}
-	if err := a.refreshToken(); err != nil {
-		return err
-	}
 	// Every request stays inside retention (plus the sync's margin) and
 	// before now, so the service never rejects the range.
 	now := time.Now()
@@ -81,7 +60,7 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("list the in-scope variables: %w", err)
 	}
-	v := &verifier{src: a.api, wh: a.ch, perRequest: cfg.Sync.VariablesPerRequest, inFlight: cfg.Sync.MaxInFlight, log: a.log.Named("verify")}
+	v := &verifier{src: a.api, wh: a.ch, perRequest: a.cfg.Sync.VariablesPerRequest, inFlight: a.cfg.Sync.MaxInFlight, log: a.log.Named("verify")}
 	rep, err := v.verify(ctx, vars, start, end)
 	if err != nil {
 		return err
@@ -277,7 +256,7 @@ func (v *verifier) sourceStats(ctx context.Context, ids []string, start, end int
 	out := make(map[string]sourceStat, len(ids))
 	var mu sync.Mutex
 	var single []string
-	errs := parallel(ctx, len(batches), v.inFlight, func(i int) error {
+	errs := pipeline.ForEach(ctx, len(batches), v.inFlight, func(i int) error {
 		got, unsure, err := v.aggregate(ctx, batches[i], start, end)
 		if err != nil {
 			return err
@@ -419,7 +398,7 @@ func wholeCount(v float64, ok bool) (int64, bool) {
 func (v *verifier) statistics(ctx context.Context, ids []string, start, end int64) (map[string]sourceStat, error) {
 	out := make(map[string]sourceStat, len(ids))
 	var mu sync.Mutex
-	errs := parallel(ctx, len(ids), v.inFlight, func(i int) error {
+	errs := pipeline.ForEach(ctx, len(ids), v.inFlight, func(i int) error {
 		id := ids[i]
 		c, ok, err := v.src.Statistic(ctx, id, "count", start, end)
 		if err != nil {
@@ -450,28 +429,6 @@ func (v *verifier) statistics(ctx context.Context, ids []string, start, end int6
 		return nil, err
 	}
 	return out, nil
-}
-
-// parallel runs fn(0..n-1), at most limit at once, and returns each error.
-func parallel(ctx context.Context, n, limit int, fn func(i int) error) []error {
-	errs := make([]error, n)
-	sem := make(chan struct{}, max(1, limit))
-	var wg sync.WaitGroup
-	for i := range n {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			errs[i] = ctx.Err()
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = fn(i)
-		}()
-	}
-	wg.Wait()
-	return errs
 }
 
 func (r *verifyReport) remaining() []mismatch {
