@@ -54,31 +54,40 @@ type worldOpts struct {
 	extra string // appended to the sync section of the config
 }
 
-func newWorld(t *testing.T, o worldOpts) *world {
+// startWorld gives a world a test database on srv and a fleetsim from
+// opts, whose zero fields take the defaults given (seed, size), and writes
+// the token file. The caller serves w.sim over HTTP.
+func startWorld(t *testing.T, srv *chserver.Server, opts, defaults fleetsim.Options) *world {
 	t.Helper()
-	srv := chserver.Shared(t)
 	w := &world{t: t, chAddr: srv.Addr(), db: chserver.NewDatabase(t, srv), dir: t.TempDir(), retention: 730 * 24 * time.Hour, margin: time.Hour}
-	if o.sim.Seed == 0 {
-		o.sim.Seed = 7
+	if opts.Seed == 0 {
+		opts.Seed = defaults.Seed
 	}
-	if o.sim.Devices == 0 {
-		o.sim.Devices, o.sim.Variables, o.sim.Points, o.sim.Span = 4, 4, 300, 30*24*time.Hour
+	if opts.Devices == 0 {
+		opts.Devices, opts.Variables, opts.Points, opts.Span = defaults.Devices, defaults.Variables, defaults.Points, defaults.Span
 	}
-	if len(o.sim.Tokens) == 0 {
-		o.sim.Tokens = []string{testToken}
+	if len(opts.Tokens) == 0 {
+		opts.Tokens = []string{testToken}
 	}
-	if o.sim.Retention != 0 {
-		w.retention = o.sim.Retention
+	if opts.Retention != 0 {
+		w.retention = opts.Retention
 	}
-	sim, err := fleetsim.New(o.sim)
+	sim, err := fleetsim.New(opts)
 	if err != nil {
 		t.Fatalf("fleetsim: %v", err)
 	}
 	w.sim = sim
-	w.http = httptest.NewServer(sim)
-	t.Cleanup(func() { w.http.Close(); sim.Close() })
+	t.Cleanup(sim.Close)
 	w.tokenFile = filepath.Join(w.dir, "token")
-	w.writeToken(o.sim.Tokens[0])
+	w.writeToken(opts.Tokens[0])
+	return w
+}
+
+func newWorld(t *testing.T, o worldOpts) *world {
+	t.Helper()
+	w := startWorld(t, chserver.Shared(t), o.sim, fleetsim.Options{Seed: 7, Devices: 4, Variables: 4, Points: 300, Span: 30 * 24 * time.Hour})
+	w.http = httptest.NewServer(w.sim)
+	t.Cleanup(w.http.Close)
 	w.cfgPath = filepath.Join(w.dir, "fleetsync.yaml")
 	cfg := fmt.Sprintf(`source:
   base_url: %s

@@ -69,29 +69,10 @@ func newFaultWorld(t *testing.T, o faultOpts) *faultWorld {
 	if srv == nil {
 		srv = chserver.Shared(t)
 	}
-	w := &world{t: t, chAddr: srv.Addr(), db: chserver.NewDatabase(t, srv), dir: t.TempDir(), retention: 730 * 24 * time.Hour, margin: time.Hour}
-	if o.sim.Seed == 0 {
-		o.sim.Seed = 11
-	}
-	if o.sim.Devices == 0 {
-		o.sim.Devices, o.sim.Variables, o.sim.Points, o.sim.Span = 3, 4, 400, 10*24*time.Hour
-	}
-	if len(o.sim.Tokens) == 0 {
-		o.sim.Tokens = []string{testToken}
-	}
-	if o.sim.Retention != 0 {
-		w.retention = o.sim.Retention
-	}
-	sim, err := fleetsim.New(o.sim)
-	if err != nil {
-		t.Fatalf("fleetsim: %v", err)
-	}
-	w.sim = sim
-	fw := &faultWorld{world: w, gate: &gate{next: sim}, srv: srv, root: t}
+	w := startWorld(t, srv, o.sim, fleetsim.Options{Seed: 11, Devices: 3, Variables: 4, Points: 400, Span: 10 * 24 * time.Hour})
+	fw := &faultWorld{world: w, gate: &gate{next: w.sim}, srv: srv, root: t}
 	w.http = httptest.NewServer(fw.gate)
-	t.Cleanup(func() { fw.gate.releaseAll(); w.http.Close(); sim.Close() })
-	w.tokenFile = filepath.Join(w.dir, "token")
-	w.writeToken(o.sim.Tokens[0])
+	t.Cleanup(func() { fw.gate.releaseAll(); w.http.Close() })
 
 	chAddr := w.chAddr
 	if o.proxy {
