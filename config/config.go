@@ -61,7 +61,18 @@ type SourceConfig struct {
 	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second"`
 	// PageSize is the page_size of Platform API listings.
 	PageSize int `yaml:"page_size" json:"page_size"`
+	// VariablesListing says how the metadata walk lists variables:
+	// VariablesAuto reads the account-wide list (a few pages) when every
+	// variable in it names a listed device, else each device's list;
+	// VariablesPerDevice always reads each device's list (one request each).
+	VariablesListing string `yaml:"variables_listing" json:"variables_listing"`
 }
+
+// The values of source.variables_listing.
+const (
+	VariablesAuto      = "auto"
+	VariablesPerDevice = "per_device"
+)
 
 // SyncConfig shapes the sync cycle: when it runs, what it reads and how much
 // it keeps in flight.
@@ -158,6 +169,7 @@ func Default() *Config {
 			RetryMaxElapsed:   Duration(2 * time.Minute),
 			RequestsPerSecond: 0,
 			PageSize:          100,
+			VariablesListing:  VariablesAuto,
 		},
 		Sync: SyncConfig{
 			Schedule:            "*/5 * * * *",

@@ -37,6 +37,11 @@ source:
   requests_per_second: 0
   # Page size of the Platform API listings (devices, variables), 1 to 1000.
   page_size: 100
+  # How variables are listed: auto reads the account-wide list (a few pages)
+  # when every variable in it names a listed device, and each device's list
+  # otherwise; per_device always reads each device's list (one request per
+  # device and cycle).
+  variables_listing: auto
 
 sync:
   # When "fleetsync run" starts a cycle: a cron expression of five fields, or

@@ -78,6 +78,9 @@ func (s *SourceConfig) validate(p *problems) {
 		p.addf("source.requests_per_second", "%v is negative; set 0 (unlimited) or more", s.RequestsPerSecond)
 	}
 	between(p, "source.page_size", s.PageSize, 1, 1000)
+	if s.VariablesListing != VariablesAuto && s.VariablesListing != VariablesPerDevice {
+		p.addf("source.variables_listing", "%q is not a listing mode; set %s or %s", s.VariablesListing, VariablesAuto, VariablesPerDevice)
+	}
 }
 
 // validateBaseURL accepts only an absolute http(s) URL that carries no

@@ -57,6 +57,9 @@ type SyncOptions struct {
 	ShardIndex, ShardCount int
 	Scope                  Scope
 	LagThreshold           time.Duration
+	// PerDeviceVariables makes the walk list each device's variables even
+	// when the source can list the account's at once (VariableLister).
+	PerDeviceVariables bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -230,6 +233,18 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 	return sum, res.CommitErr
 }
 
+// VariableLister is a Source that can also list every variable of the
+// account at once, in a few pages rather than one request per device. The
+// spec does not show that such a listing names each variable's device, so
+// a variable whose DeviceID is empty means the listing cannot be used.
+type VariableLister interface {
+	AllVariables(ctx context.Context, fn func(Variable) error) error
+}
+
+// errUnattributed stops an account-wide variable listing at the first
+// variable that does not name a device of the device list.
+var errUnattributed = errors.New("a variable names no listed device")
+
 // Walk lists the in-scope devices and their variables.
 func (s *Syncer) Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error) {
 	keep, err := s.scopeFilter(ctx, scope)
@@ -237,11 +252,15 @@ func (s *Syncer) Walk(ctx context.Context, scope Scope) ([]Device, []Variable, e
 		return nil, nil, err
 	}
 	seenDev := make(map[string]bool)
+	// listed holds every device listed, in scope or not, so that the
+	// account-wide variable list can be checked against it.
+	listed := make(map[string]bool)
 	// listDevices pages through the devices and returns those not seen
 	// before (a device added while paging can appear on two pages).
 	listDevices := func() ([]Device, error) {
 		var out []Device
 		err := s.src.Devices(ctx, func(d Device) error {
+			listed[d.ID] = true
 			if keep(d) && !seenDev[d.ID] {
 				seenDev[d.ID] = true
 				out = append(out, d)
@@ -256,6 +275,19 @@ func (s *Syncer) Walk(ctx context.Context, scope Scope) ([]Device, []Variable, e
 	devices, err := listDevices()
 	if err != nil {
 		return nil, nil, err
+	}
+	// The account-wide list costs pages of every variable, the per-device
+	// one a request per in-scope device: the former wins unless the scope
+	// is a small part of the fleet.
+	if l, ok := s.src.(VariableLister); ok && !s.opts.PerDeviceVariables && 2*len(devices) >= len(listed) && len(devices) > 0 {
+		vars, complete, err := s.accountVariables(ctx, l, devices, listed)
+		if err != nil {
+			return nil, nil, err
+		}
+		if complete {
+			return devices, vars, nil
+		}
+		s.log.Info("the account-wide variable list does not name a listed device for every variable (the service does not say, or devices changed meanwhile); listing each device's variables instead")
 	}
 	devices, perDevice, gone, err := s.deviceVariables(ctx, devices)
 	if err != nil {
@@ -286,6 +318,39 @@ func (s *Syncer) Walk(ctx context.Context, scope Scope) ([]Device, []Variable, e
 		}
 	}
 	return devices, vars, nil
+}
+
+// accountVariables lists the variables of the in-scope devices through the
+// account-wide list. complete is false, and the caller must list device by
+// device, as soon as one variable names no device or a device the device
+// list did not have: the service may not name devices at all, or a device
+// created or shifted past a page boundary since would be missed.
+func (s *Syncer) accountVariables(ctx context.Context, l VariableLister, devices []Device, listed map[string]bool) (vars []Variable, complete bool, err error) {
+	inScope := make(map[string]*Device, len(devices))
+	for i := range devices {
+		inScope[devices[i].ID] = &devices[i]
+	}
+	seen := make(map[string]bool)
+	err = l.AllVariables(ctx, func(v Variable) error {
+		if v.DeviceID == "" || !listed[v.DeviceID] {
+			return errUnattributed
+		}
+		d, ok := inScope[v.DeviceID]
+		if !ok || seen[v.ID] {
+			return nil
+		}
+		seen[v.ID] = true
+		v.DeviceLabel = d.Label
+		vars = append(vars, v)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errUnattributed):
+		return nil, false, nil
+	case err != nil:
+		return nil, false, fmt.Errorf("list variables: %w", err)
+	}
+	return vars, true, nil
 }
 
 // deviceVariables lists the variables of each device, with the same

@@ -210,18 +210,19 @@ func (b *bench) incremental(ctx context.Context) error {
 }
 
 // walkCost measures the metadata walk of a cycle alone, in this process
-// with fleetsync's API client: per device, as pipeline.Syncer.Walk lists
-// variables, and with the account-wide variable list, which needs a
-// request per page instead of one per device.
+// with fleetsync's API client: with the account-wide variable list, as
+// pipeline.Syncer.Walk lists variables when the service names their devices
+// (a request per page), and per device, as it does otherwise or with
+// source.variables_listing: per_device (a request per device).
 func (b *bench) walkCost(ctx context.Context, sec *section, sim *simProc, ctl *simControl) error {
 	c, err := b.apiClient(sim.url)
 	if err != nil {
 		return err
 	}
-	perReq := sec.fig("", "walk alone, per device (as Syncer.Walk): list requests", "requests", 0)
-	perWall := sec.fig("", "walk alone, per device (as Syncer.Walk): wall time", "s", 2)
-	allReq := sec.fig("", "walk alone, GET /devices/ + GET /variables/ pages: list requests", "requests", 0)
-	allWall := sec.fig("", "walk alone, GET /devices/ + GET /variables/ pages: wall time", "s", 2)
+	perReq := sec.fig("", "walk alone, per device (variables_listing: per_device): list requests", "requests", 0)
+	perWall := sec.fig("", "walk alone, per device (variables_listing: per_device): wall time", "s", 2)
+	allReq := sec.fig("", "walk alone, account-wide (variables_listing: auto): list requests", "requests", 0)
+	allWall := sec.fig("", "walk alone, account-wide (variables_listing: auto): wall time", "s", 2)
 	for range b.o.runs {
 		for _, perDevice := range []bool{true, false} {
 			if err := ctl.reset(ctx); err != nil {
@@ -247,7 +248,7 @@ func (b *bench) walkCost(ctx context.Context, sec *section, sim *simProc, ctl *s
 			b.logf("walk (per device %v): %d variables, %d list requests, %.2fs", perDevice, n, rc.list, wall.Seconds())
 		}
 	}
-	sec.note("\"Walk alone\" lists devices and variables with fleetsync's client (`fleetapi.Client`), %d requests in flight for the per-device listing, `page_size: %d`, to show what the listing costs and what the account-wide `GET /variables/` (whose items name their device) would save.", b.o.tune.MaxInFlight, b.o.tune.PageSize)
+	sec.note("\"Walk alone\" lists devices and variables with fleetsync's client (`fleetapi.Client`), %d requests in flight for the per-device listing, `page_size: %d`, to show what each way of listing costs: `GET /devices/` pages, then either `GET /variables/` pages (what a cycle does when, as in fleetsim, every variable there names a listed device) or one `GET /devices/{id}/variables/` per device (what it does otherwise).", b.o.tune.MaxInFlight, b.o.tune.PageSize)
 	return nil
 }
 

@@ -203,6 +203,8 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 		ShardIndex:   c.Sync.ShardIndex,
 		ShardCount:   c.Sync.ShardCount,
 		LagThreshold: time.Duration(c.Metrics.LagThreshold),
+		// The config's validation admits only auto and per_device.
+		PerDeviceVariables: c.Source.VariablesListing == config.VariablesPerDevice,
 		Scope: pipeline.Scope{
 			Devices:       c.Sync.Devices,
 			Tags:          c.Sync.DeviceTags,
