@@ -23,10 +23,7 @@ func (s *Syncer) BackfillVariables(ctx context.Context, vars []Variable, from, t
 		targets = append(targets, Target{Variable: v, Start: start, End: end})
 	}
 	keepMarks := func(Target, int64) (Mark, bool) { return Mark{}, false }
-	eo := s.opts.Engine
-	eo.Floor = floor
-	eo.FloorMargin = s.opts.Margin
-	res := NewEngine(s.src, s.w, s.st, eo, keepMarks, s.log, s.m).Run(ctx, targets)
+	res := s.runEngine(ctx, targets, floor, keepMarks)
 	s.absorb(&sum, res)
 	sum.Duration = s.opts.Now().Sub(now)
 	return sum, res.CommitErr

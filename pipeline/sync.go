@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -155,10 +154,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 	sum.Skipped = skipped
 	s.log.Info("cycle planned", zap.Int("devices", len(devices)), zap.Int("variables", len(vars)),
 		zap.Int("to_read", len(targets)), zap.Int("idle", skipped), zap.String("floor", msTime(floor)))
-	eo := s.opts.Engine
-	eo.Floor = floor
-	eo.FloorMargin = s.opts.Margin
-	res := NewEngine(s.src, s.w, s.st, eo, IncrementalMark, s.log, s.m).Run(ctx, targets)
+	res := s.runEngine(ctx, targets, floor, IncrementalMark)
 	s.absorb(sum, res)
 	if res.CommitErr != nil {
 		return res.CommitErr
@@ -224,10 +220,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 		}
 		return Mark{VariableID: t.Variable.ID, HwmMs: maxTs, LastActivityMs: t.Mark.LastActivityMs, UpdatedAt: time.Now().UTC()}, true
 	}
-	eo := s.opts.Engine
-	eo.Floor = floor
-	eo.FloorMargin = s.opts.Margin
-	res := NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
+	res := s.runEngine(ctx, targets, floor, markFn)
 	s.absorb(&sum, res)
 	sum.Duration = s.opts.Now().Sub(now)
 	return sum, res.CommitErr
@@ -353,28 +346,29 @@ func (s *Syncer) accountVariables(ctx context.Context, l VariableLister, devices
 	return vars, true, nil
 }
 
+// runEngine runs one engine over targets, with the cycle's retention floor
+// and the configured engine options, committing marks as markFn decides.
+func (s *Syncer) runEngine(ctx context.Context, targets []Target, floor int64, markFn MarkFunc) RunResult {
+	eo := s.opts.Engine
+	eo.Floor = floor
+	eo.FloorMargin = s.opts.Margin
+	return NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
+}
+
 // deviceVariables lists the variables of each device, with the same
 // concurrency as data requests. A device that answers 404 was deleted after
 // the device list was read: it is dropped and counted in gone, rather than
 // failing the cycle (steady churn would otherwise stop every sync).
 func (s *Syncer) deviceVariables(ctx context.Context, devices []Device) (kept []Device, perDevice [][]Variable, gone int, err error) {
 	all := make([][]Variable, len(devices))
-	errs := make([]error, len(devices))
-	sem := make(chan struct{}, max(1, s.opts.Engine.MaxInFlight))
-	var wg sync.WaitGroup
-	for i, d := range devices {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = s.src.Variables(ctx, d, func(v Variable) error {
-				v.DeviceID, v.DeviceLabel = d.ID, d.Label
-				all[i] = append(all[i], v)
-				return nil
-			})
-		}()
-	}
-	wg.Wait()
+	errs := ForEach(ctx, len(devices), s.opts.Engine.MaxInFlight, func(i int) error {
+		d := devices[i]
+		return s.src.Variables(ctx, d, func(v Variable) error {
+			v.DeviceID, v.DeviceLabel = d.ID, d.Label
+			all[i] = append(all[i], v)
+			return nil
+		})
+	})
 	for i, d := range devices {
 		switch {
 		case IsNotFound(errs[i]):

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -264,18 +263,9 @@ func walk(ctx context.Context, c *fleetapi.Client, perDevice bool, inFlight int)
 		return n, err
 	}
 	var n atomic.Int64
-	sem := make(chan struct{}, max(1, inFlight))
-	errs := make([]error, len(devices))
-	var wg sync.WaitGroup
-	for i, d := range devices {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			errs[i] = c.Variables(ctx, d, func(pipeline.Variable) error { n.Add(1); return nil })
-		}()
-	}
-	wg.Wait()
+	errs := pipeline.ForEach(ctx, len(devices), inFlight, func(i int) error {
+		return c.Variables(ctx, devices[i], func(pipeline.Variable) error { n.Add(1); return nil })
+	})
 	return int(n.Load()), errors.Join(errs...)
 }
 
