@@ -141,3 +141,24 @@ type Insert interface {
 	// Abort abandons the INSERT and releases its connection.
 	Abort()
 }
+
+// VariableError is implemented by a source's error that belongs to one
+// variable of a multi-variable raw-series request: a frame the decoder could
+// not read, or a rejection whose body names exactly one requested variable.
+// VariableIndex is that variable's position in SeriesRequest.VariableIDs,
+// or -1 when the error cannot be tied to one. The engine fails that variable
+// alone and reads the others again without it.
+type VariableError interface {
+	error
+	VariableIndex() int
+}
+
+// ScopedError is implemented by a source's permanent error that one of the
+// request's variables may have caused (a 400, 403 without a code, 404, 423
+// and the like), as opposed to one that concerns the account or the service
+// (401, 420, 429, 5xx). The engine splits a multi-variable request that
+// fails so until the failure is confined to the variables that cause it.
+type ScopedError interface {
+	error
+	VariableScoped() bool
+}
