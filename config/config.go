@@ -94,8 +94,14 @@ type SyncConfig struct {
 	BatchAge   Duration `yaml:"batch_age" json:"batch_age"`
 	// InsertWorkers bounds concurrent ClickHouse inserts.
 	InsertWorkers int `yaml:"insert_workers" json:"insert_workers"`
-	// SkipIdle skips variables with no activity after their high-water mark.
+	// SkipIdle lets a cycle skip a variable whose lastActivity has not
+	// changed since its last read, as long as that read is younger than
+	// IdleRecheck. lastActivity is only a hint: the spec does not say which
+	// writes move it.
 	SkipIdle bool `yaml:"skip_idle" json:"skip_idle"`
+	// IdleRecheck bounds how long a skipped variable's window from
+	// mark - lookback goes unread, whatever lastActivity says.
+	IdleRecheck Duration `yaml:"idle_recheck" json:"idle_recheck"`
 	// ShardIndex and ShardCount split the variables among instances.
 	ShardIndex int `yaml:"shard_index" json:"shard_index"`
 	ShardCount int `yaml:"shard_count" json:"shard_count"`
@@ -182,6 +188,7 @@ func Default() *Config {
 			BatchAge:            Duration(5 * time.Second),
 			InsertWorkers:       2,
 			SkipIdle:            true,
+			IdleRecheck:         Duration(time.Hour),
 			ShardIndex:          0,
 			ShardCount:          1,
 			LeaseTTL:            Duration(2 * time.Minute),

@@ -65,8 +65,14 @@ sync:
   batch_age: 5s
   # ClickHouse inserts in flight at once, 1 to 16.
   insert_workers: 2
-  # Skip variables with no activity after their high-water mark.
+  # Skip a variable whose lastActivity has not changed since its last read.
+  # lastActivity is only a hint (the service may not move it for a late
+  # point), so a skipped variable's window from mark - lookback is read
+  # again at least every idle_recheck: a point at or after mark - lookback
+  # lands within idle_recheck plus one schedule period, whatever
+  # lastActivity means.
   skip_idle: true
+  idle_recheck: 1h
   # Split the variables among shard_count instances; this one is number
   # shard_index, counted from 0.
   shard_index: 0

@@ -147,6 +147,7 @@ func (s *SyncConfig) validate(p *problems, retention Duration) {
 	case s.ShardCount >= 1 && s.ShardIndex >= s.ShardCount:
 		p.addf("sync.shard_index", "%d is not below sync.shard_count (%d); number the instances 0 to %d", s.ShardIndex, s.ShardCount, s.ShardCount-1)
 	}
+	positive(p, "sync.idle_recheck", s.IdleRecheck, "the longest an idle variable goes unread, e.g. 1h")
 	positive(p, "sync.lease_ttl", s.LeaseTTL, "how long a cycle's lease lasts, e.g. 10m")
 	objectKeys(p, "sync.devices", s.Devices, "a device")
 	objectKeys(p, "sync.device_groups", s.DeviceGroups, "a device group")

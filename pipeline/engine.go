@@ -112,6 +112,13 @@ func IsRetryable(err error) bool {
 	return errors.As(err, &r) && r.Retryable()
 }
 
+// IsScoped reports whether err says one of the request's variables may have
+// caused it (see ScopedError).
+func IsScoped(err error) bool {
+	var s ScopedError
+	return errors.As(err, &s) && s.VariableScoped()
+}
+
 // IsRetention reports whether err is a retention-window rejection.
 func IsRetention(err error) bool {
 	var r RetentionError
@@ -150,21 +157,47 @@ type RunResult struct {
 	CommitErr error
 }
 
-// MarkFunc decides the mark committed for a completed target: maxTs is the
-// greatest timestamp loaded for it (0 when none). ok false commits nothing.
-type MarkFunc func(t Target, maxTs int64) (m Mark, ok bool)
+// Outcome is what a completed target's read found.
+type Outcome struct {
+	// MaxTs is the greatest timestamp loaded (0 when none).
+	MaxTs int64
+	// FutureMs is the earliest timestamp seen after the target's End, or a
+	// lower bound of it when a frame cut by the limit hid it (0 when none).
+	// Such points are left for the cycle that ends after them.
+	FutureMs int64
+}
+
+// MarkFunc decides the mark committed for a completed target. ok false
+// commits nothing.
+type MarkFunc func(t Target, o Outcome) (m Mark, ok bool)
 
 // IncrementalMark is the MarkFunc of a sync cycle: the mark moves to the
-// greatest loaded timestamp, never backwards, and records the lastActivity the
-// window was read for.
-func IncrementalMark(t Target, maxTs int64) (Mark, bool) {
+// greatest loaded timestamp, never backwards, and records what the read
+// covered: its end (CheckedMs), the earliest point it saw beyond that end,
+// and the lastActivity the walk saw before it. A lastActivity past the read's
+// end is not recorded (the previous one is kept): it may stand for a point
+// the read stopped short of, and recording it would let the next cycle skip
+// the variable.
+func IncrementalMark(t Target, o Outcome) (Mark, bool) {
+	la := t.Variable.LastActivityMs
+	if la > t.End {
+		la = t.Mark.LastActivityMs
+	}
 	return Mark{
 		VariableID:     t.Variable.ID,
-		HwmMs:          max(t.Mark.HwmMs, maxTs),
-		LastActivityMs: t.Variable.LastActivityMs,
+		HwmMs:          max(t.Mark.HwmMs, o.MaxTs),
+		LastActivityMs: la,
+		CheckedMs:      t.End,
+		FutureMs:       o.FutureMs,
 		UpdatedAt:      time.Now().UTC(),
 	}, true
 }
+
+// futureHorizon is how far past a cycle's end its requests reach, to see
+// points stamped ahead of time. The spec's closed range makes an explicit
+// end the reading every implementation agrees on; a century is past any
+// clock error yet far inside every timestamp type.
+const futureHorizon = 100 * 365 * 24 * time.Hour
 
 // Engine moves the points of a set of targets from a Source to a Writer and
 // commits their marks.
@@ -195,15 +228,30 @@ type targetState struct {
 	start, end int64
 	pending    int
 	maxTs      int64
-	points     int64
-	err        error
+	// futureMs is the earliest timestamp after end seen in a complete
+	// frame, or a lower bound of it (0 when none).
+	futureMs int64
+	points   int64
+	err      error
 }
 
+// request is one raw-series request over [start, end]. An open request
+// reaches futureHorizon past end: the rows beyond end are not loaded, only
+// noted (targetState.futureMs).
 type request struct {
 	targets []*targetState
 	start   int64
 	end     int64
+	open    bool
 	attempt int
+}
+
+// seriesEnd is the end the request sends.
+func (q *request) seriesEnd() int64 {
+	if q.open {
+		return q.end + futureHorizon.Milliseconds()
+	}
+	return q.end
 }
 
 // run is the state of one Engine.Run.
@@ -409,7 +457,7 @@ func (r *run) fetch(req *request, chunk *Batch) *Batch {
 		reqStart: chunk.Len(), reqBytes: chunk.Bytes, reqSpans: len(chunk.Spans),
 		frameStart: chunk.Len(), frameBytes: chunk.Bytes}
 	r.requests.Add(1)
-	err := r.e.src.Series(r.ctx, SeriesRequest{VariableIDs: ids, Start: req.start, End: req.end, Limit: r.e.opts.RowsPerRequest}, sink)
+	err := r.e.src.Series(r.ctx, SeriesRequest{VariableIDs: ids, Start: req.start, End: req.seriesEnd(), Limit: r.e.opts.RowsPerRequest}, sink)
 	chunk = sink.chunk
 	if err != nil {
 		// Frames of this request not yet handed off are discarded; the whole
@@ -444,10 +492,7 @@ func (r *run) retryOrFail(req *request, err error, touched bool) {
 			return
 		}
 		r.q.push(req)
-	case IsNotFound(err) && len(req.targets) > 1:
-		// A variable deleted since the walk makes the service reject the
-		// whole request; asked one by one, only that variable fails.
-		r.isolate(req)
+	case r.confine(req, err):
 	case touched && IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
 		req.attempt++
 		r.e.log.Warn("raw series request failed, retrying", zap.Int("variables", len(req.targets)),
@@ -550,20 +595,49 @@ type discardSink struct{}
 func (discardSink) Point(int, Point) error  { return nil }
 func (discardSink) EndFrame(int, int) error { return nil }
 
-// isolate re-queues a request of several variables as one request per
-// variable over the same window.
-func (r *run) isolate(req *request) {
+// confine keeps a failure that one variable may have caused with that
+// variable, so that one bad variable does not fail up to
+// VariablesPerRequest others every cycle. When the source ties the failure
+// to one variable (a frame it could not decode, a rejection naming it),
+// that variable fails and the others are asked for again without it. When
+// it only says a variable may have caused it (a 404 for a variable deleted
+// since the walk, a 400, a 403 on one device), the request is split in
+// halves until the failure is confined. It returns false, and does
+// nothing, for a failure of the whole request or of a single variable.
+func (r *run) confine(req *request, err error) bool {
+	if len(req.targets) < 2 {
+		return false
+	}
+	var parts [][]*targetState
+	var ve VariableError
+	if errors.As(err, &ve) && ve.VariableIndex() >= 0 && ve.VariableIndex() < len(req.targets) {
+		i := ve.VariableIndex()
+		r.mu.Lock()
+		if bad := req.targets[i]; bad.err == nil {
+			bad.err = err
+		}
+		r.mu.Unlock()
+		parts = [][]*targetState{append(append([]*targetState(nil), req.targets[:i]...), req.targets[i+1:]...)}
+	} else if IsNotFound(err) || IsScoped(err) {
+		half := len(req.targets) / 2
+		parts = [][]*targetState{req.targets[:half:half], req.targets[half:]}
+	} else {
+		return false
+	}
 	r.mu.Lock()
-	for _, t := range req.targets {
-		t.pending++
+	for _, p := range parts {
+		for _, t := range p {
+			t.pending++
+		}
 	}
 	for _, t := range req.targets {
 		r.releaseLocked(t)
 	}
 	r.mu.Unlock()
-	for _, t := range req.targets {
-		r.q.push(&request{targets: []*targetState{t}, start: req.start, end: req.end})
+	for _, p := range parts {
+		r.q.push(&request{targets: p, start: req.start, end: req.end, open: req.open})
 	}
+	return true
 }
 
 func (r *run) failRequest(req *request, err error) {
@@ -578,39 +652,57 @@ func (r *run) failRequest(req *request, err error) {
 }
 
 // finishRequest releases the request's hold on its targets and queues the
-// halves of every frame that the limit cut.
+// halves of every frame that the limit cut. An open request's halves are a
+// closed one and an open one, so the future beyond end is read once, with
+// the later half. An open request of one millisecond that is cut cannot be
+// halved: its millisecond is read closed, and the future it hid is noted as
+// starting after end, which makes the next cycle read the variable again.
 func (r *run) finishRequest(req *request, cut []*targetState) {
 	r.mu.Lock()
-	var bad []*targetState
 	if len(cut) > 0 {
-		if req.end <= req.start {
-			bad = cut
-		} else {
+		var first, second *request
+		switch {
+		case req.start < req.end:
 			mid := req.start + (req.end-req.start)/2
+			first = &request{targets: cut, start: req.start, end: mid}
+			second = &request{targets: cut, start: mid + 1, end: req.end, open: req.open}
+		default: // an open request of one millisecond; a closed one is never cut
+			first = &request{targets: cut, start: req.start, end: req.end}
 			for _, t := range cut {
-				t.pending += 2
+				t.futureMs = earliest(t.futureMs, req.end+1)
 			}
-			r.splits.Add(1)
-			// The halves are pushed after unlocking; pending counts them now
-			// so that no target completes in between. They go to the front
-			// of the queue: finishing the variables already started before
-			// starting others lets their marks be committed as the run goes,
-			// so a run stopped midway (SIGTERM, a crash) keeps that progress.
-			defer func() {
-				r.q.pushFront(&request{targets: cut, start: mid + 1, end: req.end})
-				r.q.pushFront(&request{targets: cut, start: req.start, end: mid})
-			}()
 		}
-	}
-	for _, t := range bad {
-		if t.err == nil {
-			t.err = fmt.Errorf("more than %d points in the single millisecond %d: the window cannot be split further; raise sync.rows_per_request", r.e.opts.RowsPerRequest, req.start)
+		for _, t := range cut {
+			t.pending++
+			if second != nil {
+				t.pending++
+			}
 		}
+		r.splits.Add(1)
+		// The halves are pushed after unlocking; pending counts them now
+		// so that no target completes in between. They go to the front
+		// of the queue: finishing the variables already started before
+		// starting others lets their marks be committed as the run goes,
+		// so a run stopped midway (SIGTERM, a crash) keeps that progress.
+		defer func() {
+			if second != nil {
+				r.q.pushFront(second)
+			}
+			r.q.pushFront(first)
+		}()
 	}
 	for _, t := range req.targets {
 		r.releaseLocked(t)
 	}
 	r.mu.Unlock()
+}
+
+// earliest is the smaller of two timestamps where 0 means none.
+func earliest(a, b int64) int64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // releaseLocked drops one hold on t; the last one completes it.
@@ -624,7 +716,7 @@ func (r *run) releaseLocked(t *targetState) {
 		return
 	}
 	r.complete++
-	if m, ok := r.e.markFn(t.Target, t.maxTs); ok {
+	if m, ok := r.e.markFn(t.Target, Outcome{MaxTs: t.maxTs, FutureMs: t.futureMs}); ok {
 		r.ready = append(r.ready, m)
 	}
 }
@@ -836,7 +928,10 @@ type frameSink struct {
 	reqStart, reqBytes, reqSpans int
 	frameStart, frameBytes       int
 	frameMax                     int64
-	cut                          []*targetState
+	// frameFuture is the earliest timestamp after the target's end in the
+	// current frame (0 when none).
+	frameFuture int64
+	cut         []*targetState
 	// touched is set once any part of the response reached the sink.
 	touched bool
 }
@@ -851,6 +946,12 @@ func (s *frameSink) Point(i int, p Point) error {
 	t := s.req.targets[i]
 	if p.TsMs < t.start {
 		return nil // already loaded by an earlier cycle; the request reached back for a neighbour
+	}
+	if p.TsMs > t.end {
+		// Stamped after the cycle's end: a later cycle loads it, once its
+		// time has come, so the mark never runs ahead of the clock.
+		s.frameFuture = earliest(s.frameFuture, p.TsMs)
+		return nil
 	}
 	v := &t.Variable
 	lat, lng, hasLat, hasLng := LatLng(p.Context)
@@ -884,17 +985,23 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 	}
 	t := s.req.targets[i]
 	b := s.chunk
-	if s.limit > 0 && rows >= s.limit {
+	// A closed window of one millisecond is complete however many rows it
+	// returned: the table keeps one point per variable and timestamp.
+	whole := s.req.start == s.req.end && !s.req.open
+	if s.limit > 0 && rows >= s.limit && !whole {
 		b.Truncate(s.frameStart)
 		b.Bytes = s.frameBytes
 		s.cut = append(s.cut, t)
-	} else if n := b.Len() - s.frameStart; n > 0 {
-		b.Spans = append(b.Spans, Span{VariableID: t.Variable.ID, Rows: n, MaxTsMs: s.frameMax})
+	} else {
 		s.r.mu.Lock()
-		t.pending++
+		t.futureMs = earliest(t.futureMs, s.frameFuture)
+		if n := b.Len() - s.frameStart; n > 0 {
+			b.Spans = append(b.Spans, Span{VariableID: t.Variable.ID, Rows: n, MaxTsMs: s.frameMax})
+			t.pending++
+		}
 		s.r.mu.Unlock()
 	}
-	s.frameMax = 0
+	s.frameMax, s.frameFuture = 0, 0
 	if b.Len() >= maxChunkRows {
 		s.r.handoff(b)
 		b = s.r.pool.Get().(*Batch)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -162,7 +163,7 @@ func checkLoaded(t *testing.T, src *memSource, w *memWriter, ids []string) {
 		}
 		for _, p := range want {
 			r, ok := got[p.TsMs]
-			if !ok || r.Value != p.Value || r.Context != string(p.Context) {
+			if !ok || (r.Value != p.Value && !(math.IsNaN(r.Value) && math.IsNaN(p.Value))) || r.Context != string(p.Context) {
 				t.Errorf("variable %s ts %d: got %+v (present %v), want value %v context %s", id, p.TsMs, r, ok, p.Value, p.Context)
 				return
 			}
@@ -271,12 +272,12 @@ func TestPlanWindows(t *testing.T) {
 	vars := []Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8}, {ID: "future", LastActivityMs: 1}, {ID: "empty"}}
 	marks := map[string]Mark{
 		"marked": {HwmMs: 1500 * hour, LastActivityMs: 3},
-		"idle":   {HwmMs: 1500 * hour, LastActivityMs: 7},
+		"idle":   {HwmMs: 1500 * hour, LastActivityMs: 7, CheckedMs: end - 1},
 		"old":    {HwmMs: 10 * hour, LastActivityMs: 3},
 		"future": {HwmMs: 3000 * hour},
-		"empty":  {},
+		"empty":  {CheckedMs: end - 1},
 	}
-	got, skipped := Plan(vars, marks, PlanOptions{Lookback: time.Hour, Floor: floor, End: end, SkipIdle: true})
+	got, skipped := Plan(vars, marks, PlanOptions{Lookback: time.Hour, Floor: floor, End: end, SkipIdle: true, IdleRecheck: time.Hour})
 	want := map[string]int64{"new": floor, "marked": 1499 * hour, "old": floor, "future": end - hour}
 	if skipped != 2 || len(got) != len(want) {
 		t.Fatalf("skipped %d, planned %d, want 2 and %d", skipped, len(got), len(want))
@@ -340,24 +341,40 @@ func TestLatLng(t *testing.T) {
 }
 
 func TestLag(t *testing.T) {
-	const floor = 1000
+	const floor, now = 1000, 20_000
 	vars := []Variable{
 		{ID: "caught-up", LastActivityMs: 5000},
 		{ID: "behind", LastActivityMs: 9000},
 		{ID: "idle", LastActivityMs: 0},
 		{ID: "never-read", LastActivityMs: 4000},
 		{ID: "below-floor", LastActivityMs: 500},
+		{ID: "read-long-ago", LastActivityMs: 7000},
+		{ID: "future-due", LastActivityMs: 8000},
+		{ID: "future-pending", LastActivityMs: 8000},
+		{ID: "late-write", LastActivityMs: 6001},
 	}
 	marks := map[string]Mark{
-		"caught-up": {HwmMs: 4000, LastActivityMs: 5000},
-		"behind":    {HwmMs: 6000, LastActivityMs: 7000},
-		"idle":      {HwmMs: 100},
+		"caught-up":      {HwmMs: 4000, LastActivityMs: 5000, CheckedMs: 19_000},
+		"behind":         {HwmMs: 6000, LastActivityMs: 7000},
+		"idle":           {HwmMs: 100},
+		"read-long-ago":  {HwmMs: 6990, LastActivityMs: 6000, CheckedMs: 2000},
+		"future-due":     {HwmMs: 7000, LastActivityMs: 8000, CheckedMs: 19_000, FutureMs: 16_000},
+		"future-pending": {HwmMs: 7000, LastActivityMs: 8000, CheckedMs: 19_000, FutureMs: 21_000},
+		// lastActivity moved by a late point below the mark: a point is
+		// known to be missing although lastActivity trails the mark.
+		"late-write": {HwmMs: 9000, LastActivityMs: 6000, CheckedMs: 19_999},
 	}
-	got := Lag(vars, marks, floor)
+	got := Lag(vars, marks, floor, now)
 	want := []struct {
 		id  string
 		lag time.Duration
-	}{{"behind", 3 * time.Second}, {"never-read", 3 * time.Second}, {"caught-up", 0}, {"idle", 0}, {"below-floor", 0}}
+	}{
+		{"read-long-ago", 18 * time.Second}, {"future-due", 4 * time.Second}, {"behind", 3 * time.Second}, {"never-read", 3 * time.Second},
+		{"late-write", time.Millisecond}, {"caught-up", 0}, {"idle", 0}, {"below-floor", 0}, {"future-pending", 0},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d lags for %d variables", len(got), len(want))
+	}
 	for i, w := range want {
 		if got[i].Variable.ID != w.id || got[i].Lag != w.lag {
 			t.Fatalf("position %d: %s lag %s, want %s lag %s (all: %+v)", i, got[i].Variable.ID, got[i].Lag, w.id, w.lag, got)

@@ -14,6 +14,11 @@ type Target struct {
 	// Mark is the variable's stored mark (zero when it has none).
 	Mark    Mark
 	HasMark bool
+	// ReadFuture makes the requests reach past End, so that points stamped
+	// after it (a device clock ahead, a point written while the cycle runs)
+	// are seen: they are not loaded, but the earliest is recorded in the
+	// mark (FutureMs) so that the variable is read again once it is due.
+	ReadFuture bool
 }
 
 // PlanOptions shape the windows of a cycle.
@@ -26,8 +31,14 @@ type PlanOptions struct {
 	// End is the upper bound of every window (POSIX ms), normally "now".
 	End int64
 	// SkipIdle drops variables whose lastActivity equals the one recorded at
-	// their last successful read: they have nothing new.
+	// their last complete read, within IdleRecheck of that read.
 	SkipIdle bool
+	// IdleRecheck bounds how long SkipIdle may skip a variable: once its
+	// last complete read (Mark.CheckedMs) is this old, it is read again,
+	// whatever lastActivity says. Each variable's period is a stable
+	// fraction between half and all of it, so that a fleet synced at once
+	// is not re-read at once. 0 means never skip.
+	IdleRecheck time.Duration
 	// ShardIndex and ShardCount split the variables across workers by a
 	// stable hash of the variable id. ShardCount 0 or 1 means no sharding.
 	ShardIndex, ShardCount int
@@ -65,7 +76,7 @@ func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Targ
 			continue
 		}
 		m, ok := marks[v.ID]
-		if o.SkipIdle && reported && ok && v.LastActivityMs == m.LastActivityMs {
+		if o.SkipIdle && reported && ok && idle(v, m, o) {
 			skipped++
 			continue
 		}
@@ -78,9 +89,44 @@ func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Targ
 			// the lookback before now instead of nothing at all.
 			start = max(o.End-lookback, o.Floor)
 		}
-		targets = append(targets, Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok})
+		targets = append(targets, Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, ReadFuture: true})
 	}
 	return targets, skipped
+}
+
+// idle reports whether a variable with mark m may be skipped. lastActivity
+// is a hint whose meaning the spec leaves open (a late point may not move
+// it), so an unchanged one is trusted only while the last complete read is
+// younger than the variable's recheck period, and never once a point seen
+// beyond that read's end has become due.
+func idle(v Variable, m Mark, o PlanOptions) bool {
+	switch {
+	case v.LastActivityMs != m.LastActivityMs, m.CheckedMs <= 0, o.IdleRecheck <= 0:
+		return false
+	case m.FutureMs != 0 && m.FutureMs <= o.End:
+		return false
+	}
+	return o.End-m.CheckedMs < RecheckPeriod(v.ID, o.IdleRecheck).Milliseconds()
+}
+
+// RecheckPeriod is how long a variable may go unread while its
+// lastActivity stays the same: a stable fraction, between half and all of
+// recheck, taken from a hash of its id. Spreading the periods spreads the
+// re-reads of a fleet whose variables were all read in one cycle over the
+// following cycles, instead of repeating that cycle's cost once a period.
+func RecheckPeriod(variableID string, recheck time.Duration) time.Duration {
+	h := fnv.New64a()
+	h.Write([]byte(variableID))
+	// FNV alone spreads ids that differ in a last digit unevenly; a
+	// finalizer (splitmix64's) mixes every bit into the top ones.
+	x := h.Sum64()
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	frac := float64(x>>11) / float64(1<<53) // [0, 1)
+	return recheck - time.Duration(frac*float64(recheck/2))
 }
 
 // Group packs targets into requests of at most perRequest variables. Targets
@@ -101,6 +147,7 @@ func Group(targets []*targetState, perRequest int) []*request {
 		for _, t := range part {
 			r.start = min(r.start, t.start)
 			r.end = max(r.end, t.end)
+			r.open = r.open || t.ReadFuture
 		}
 		reqs = append(reqs, r)
 	}

@@ -22,7 +22,7 @@ func (s *Syncer) BackfillVariables(ctx context.Context, vars []Variable, from, t
 	for _, v := range vars {
 		targets = append(targets, Target{Variable: v, Start: start, End: end})
 	}
-	keepMarks := func(Target, int64) (Mark, bool) { return Mark{}, false }
+	keepMarks := func(Target, Outcome) (Mark, bool) { return Mark{}, false }
 	res := s.runEngine(ctx, targets, floor, keepMarks)
 	s.absorb(&sum, res)
 	sum.Duration = s.opts.Now().Sub(now)

@@ -52,6 +52,9 @@ type SyncOptions struct {
 	Margin    time.Duration
 	Lookback  time.Duration
 	SkipIdle  bool
+	// IdleRecheck bounds how long SkipIdle may skip a variable (see
+	// PlanOptions.IdleRecheck).
+	IdleRecheck time.Duration
 	// ShardIndex and ShardCount split the variables across workers.
 	ShardIndex, ShardCount int
 	Scope                  Scope
@@ -148,7 +151,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 	}
 	floor := s.Floor(now)
 	targets, skipped := Plan(vars, marks, PlanOptions{
-		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle,
+		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
 		ShardIndex: s.opts.ShardIndex, ShardCount: s.opts.ShardCount,
 	})
 	sum.Skipped = skipped
@@ -213,12 +216,17 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 		m, ok := marks[v.ID]
 		targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok})
 	}
-	markFn := func(t Target, maxTs int64) (Mark, bool) {
+	markFn := func(t Target, o Outcome) (Mark, bool) {
 		joined := (t.HasMark && t.Start <= t.Mark.HwmMs) || (!t.HasMark && t.Start <= floor)
-		if !joined || maxTs <= t.Mark.HwmMs {
+		if !joined || o.MaxTs <= t.Mark.HwmMs {
 			return Mark{}, false
 		}
-		return Mark{VariableID: t.Variable.ID, HwmMs: maxTs, LastActivityMs: t.Mark.LastActivityMs, UpdatedAt: time.Now().UTC()}, true
+		// A backfill reads a closed range and says nothing of what came
+		// after it: the read position and lastActivity of the last cycle
+		// stay as they were.
+		m := t.Mark
+		m.VariableID, m.HwmMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, time.Now().UTC()
+		return m, true
 	}
 	res := s.runEngine(ctx, targets, floor, markFn)
 	s.absorb(&sum, res)
@@ -462,24 +470,39 @@ type VariableLag struct {
 	Lag      time.Duration
 }
 
-// Lag computes each variable's lag: how far the warehouse trails the source.
-// A variable whose last activity was read is caught up (lag 0), however old
-// that activity is: an idle device is not lagging. Otherwise the lag is the
-// source's lastActivity minus the high-water mark (or minus the retention
-// floor when nothing was loaded yet). Worst first.
-func Lag(vars []Variable, marks map[string]Mark, floor int64) []VariableLag {
+// Lag computes each variable's lag: how far the warehouse trails the source,
+// as far as the source lets us know. A variable is lagging when a point is
+// known to be missing: its lastActivity moved since the last complete read
+// (or it has data and no mark yet), or that read saw a point stamped after
+// its end whose time has come (FutureMs at or before now). Its lag is the
+// greatest of lastActivity minus the high-water mark (or the retention
+// floor when nothing was loaded yet), the time since the last complete read
+// and the time since the future point fell due; never 0. Otherwise it is 0,
+// however old the activity is: an idle device is not lagging, and a late
+// point that moves no lastActivity cannot be known of before it is read
+// (within sync.idle_recheck). Worst first.
+func Lag(vars []Variable, marks map[string]Mark, floor, now int64) []VariableLag {
 	out := make([]VariableLag, 0, len(vars))
 	for _, v := range vars {
 		m, ok := marks[v.ID]
 		vl := VariableLag{Variable: v, Mark: m, HasMark: ok}
-		switch {
-		case v.LastActivityMs == 0:
-		case ok && m.LastActivityMs >= v.LastActivityMs:
-		default:
-			base := max(m.HwmMs, floor)
-			if d := v.LastActivityMs - base; d > 0 {
-				vl.Lag = time.Duration(d) * time.Millisecond
+		var lag int64
+		missing := false
+		// An unread variable whose activity predates the retention floor
+		// has nothing the service would still serve.
+		if v.LastActivityMs != 0 && ((!ok && v.LastActivityMs > floor) || (ok && v.LastActivityMs > m.LastActivityMs)) {
+			missing = true
+			lag = v.LastActivityMs - max(m.HwmMs, floor)
+			if ok && m.CheckedMs > 0 {
+				lag = max(lag, now-m.CheckedMs)
 			}
+		}
+		if ok && m.FutureMs != 0 && m.FutureMs <= now {
+			missing = true
+			lag = max(lag, now-m.FutureMs)
+		}
+		if missing {
+			vl.Lag = time.Duration(max(lag, 1)) * time.Millisecond
 		}
 		out = append(out, vl)
 	}
@@ -492,7 +515,7 @@ func (s *Syncer) lag(ctx context.Context, vars []Variable, now time.Time, sum *S
 	if err != nil {
 		return err
 	}
-	lags := Lag(vars, marks, s.Floor(now))
+	lags := Lag(vars, marks, s.Floor(now), s.opts.Now().UnixMilli())
 	for _, l := range lags {
 		if l.Lag > sum.LagMax {
 			sum.LagMax = l.Lag

@@ -92,11 +92,21 @@ type Mark struct {
 	VariableID string
 	// HwmMs is the greatest ts_ms loaded and acknowledged for the variable.
 	HwmMs int64
-	// LastActivityMs is the variable's lastActivity as seen by the last
-	// successful read; a variable whose lastActivity has not changed since
-	// has nothing new and can be skipped.
+	// LastActivityMs is the variable's lastActivity as the walk before the
+	// last complete read saw it, never one past that read's end. It is a
+	// hint only: an unchanged lastActivity lets a cycle skip the variable
+	// until CheckedMs is IdleRecheck old.
 	LastActivityMs int64
-	UpdatedAt      time.Time
+	// CheckedMs is the end (POSIX ms) of the last read that covered the
+	// whole window from HwmMs - lookback; 0 when unknown (marks written
+	// before it existed, or by a backfill).
+	CheckedMs int64
+	// FutureMs is the earliest timestamp after CheckedMs that the last read
+	// saw (a device clock ahead) and left for a later cycle, or a lower
+	// bound of it; 0 when it saw none. The variable is read again by the
+	// first cycle that ends at or after it.
+	FutureMs  int64
+	UpdatedAt time.Time
 }
 
 // StateStore keeps the marks. Implementations must never move a mark

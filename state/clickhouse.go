@@ -36,12 +36,14 @@ func NewClickHouse(c *chload.Client) *ClickHouse { return &ClickHouse{c: c} }
 // sync until it expires.
 func (s *ClickHouse) SetStaleHolder(fn func(holder string) bool) { s.stale = fn }
 
-// Load returns each variable's greatest mark. LastActivityMs and UpdatedAt
-// come from the row holding that mark (the latest such row on a tie).
+// Load returns each variable's greatest mark. LastActivityMs, CheckedMs and
+// FutureMs come from one row, the one holding that mark (on a tie, the one
+// of the latest read), so that they describe one read and never mix two.
 func (s *ClickHouse) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 	table := s.c.Table(chload.TableSyncState)
+	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms)"
 	rows, err := s.c.Conn().Query(ctx,
-		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, (version, updated_at, last_activity_ms)), max(updated_at) FROM "+
+		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), max(updated_at) FROM "+
 			table+" GROUP BY variable_id")
 	if err != nil {
 		return nil, fmt.Errorf("load marks from %s (run `fleetsync migrate` if the table is missing): %w", table, err)
@@ -50,7 +52,7 @@ func (s *ClickHouse) Load(ctx context.Context) (map[string]pipeline.Mark, error)
 	marks := map[string]pipeline.Mark{}
 	for rows.Next() {
 		var m pipeline.Mark
-		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.UpdatedAt); err != nil {
+		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.UpdatedAt); err != nil {
 			return nil, fmt.Errorf("load marks from %s: %w", table, err)
 		}
 		marks[m.VariableID] = m
@@ -70,7 +72,7 @@ func (s *ClickHouse) Commit(ctx context.Context, marks []pipeline.Mark) error {
 	table := s.c.Table(chload.TableSyncState)
 	now := time.Now().UTC()
 	err := s.c.Retry(ctx, chload.TableSyncState, func(ctx context.Context) error {
-		b, err := s.c.Conn().PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version)")
+		b, err := s.c.Conn().PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms)")
 		if err != nil {
 			return err
 		}
@@ -80,7 +82,7 @@ func (s *ClickHouse) Commit(ctx context.Context, marks []pipeline.Mark) error {
 			if at.IsZero() {
 				at = now
 			}
-			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, at.UTC(), markVersion(m.HwmMs)); err != nil {
+			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, at.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs); err != nil {
 				return fmt.Errorf("mark of %s: %w", m.VariableID, err)
 			}
 		}

@@ -58,6 +58,8 @@ type fileDoc struct {
 type fileMark struct {
 	HwmMs          int64     `json:"hwm_ms"`
 	LastActivityMs int64     `json:"last_activity_ms"`
+	CheckedMs      int64     `json:"checked_ms,omitempty"`
+	FutureMs       int64     `json:"future_ms,omitempty"`
 	UpdatedAt      time.Time `json:"updated_at"`
 }
 
@@ -89,7 +91,7 @@ func (f *File) read() (map[string]pipeline.Mark, error) {
 		if id == "" {
 			return nil, &CorruptFileError{Path: f.path, Err: errors.New("a mark without a variable id")}
 		}
-		marks[id] = pipeline.Mark{VariableID: id, HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, UpdatedAt: m.UpdatedAt}
+		marks[id] = pipeline.Mark{VariableID: id, HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, UpdatedAt: m.UpdatedAt}
 	}
 	return marks, nil
 }
@@ -122,7 +124,7 @@ func (f *File) Commit(ctx context.Context, marks []pipeline.Mark) error {
 	}
 	doc := fileDoc{Format: fileFormat, Marks: make(map[string]fileMark, len(stored))}
 	for id, m := range stored {
-		doc.Marks[id] = fileMark{HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, UpdatedAt: m.UpdatedAt.UTC()}
+		doc.Marks[id] = fileMark{HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, UpdatedAt: m.UpdatedAt.UTC()}
 	}
 	data, err := json.MarshalIndent(doc, "", " ")
 	if err != nil {

@@ -200,6 +200,7 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 		Margin:       time.Duration(c.Source.RetentionMargin),
 		Lookback:     time.Duration(c.Sync.Lookback),
 		SkipIdle:     c.Sync.SkipIdle,
+		IdleRecheck:  time.Duration(c.Sync.IdleRecheck),
 		ShardIndex:   c.Sync.ShardIndex,
 		ShardCount:   c.Sync.ShardCount,
 		LagThreshold: time.Duration(c.Metrics.LagThreshold),

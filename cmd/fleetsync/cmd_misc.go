@@ -147,7 +147,7 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	now := time.Now()
 	floor := now.Add(-time.Duration(cfg.Source.Retention)).Add(time.Duration(cfg.Source.RetentionMargin)).UnixMilli()
-	lags := pipeline.Lag(vars, marks, floor)
+	lags := pipeline.Lag(vars, marks, floor, now.UnixMilli())
 	threshold := time.Duration(cfg.Metrics.LagThreshold)
 	var maxLag time.Duration
 	lagging, marked := 0, 0

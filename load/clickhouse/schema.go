@@ -29,7 +29,7 @@ const (
 // SchemaVersion is the schema this code writes. Migrate records it in
 // schema_migrations; bump it (and add the columns to the definitions below)
 // whenever the schema changes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // column is one column of a table: its type, and the DEFAULT expression
 // used when it is added to an existing table or left out of an INSERT.
@@ -117,6 +117,10 @@ var schema = []tableDef{
 			{name: "last_activity_ms", typ: "Int64"},
 			{name: "updated_at", typ: "DateTime('UTC')"},
 			{name: "version", typ: "UInt64"},
+			// What the read that wrote the row covered (pipeline.Mark):
+			// its end, and the earliest point it saw past that end.
+			{name: "checked_ms", typ: "Int64"},
+			{name: "future_ms", typ: "Int64"},
 		},
 		// version is the mark itself (hwm_ms), so a merge keeps the
 		// greatest mark of a variable and can never move it backwards.
