@@ -50,7 +50,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		variablesSynced: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_variables_synced",
 			Help: "Variables in scope in the last cycle."}),
 		lag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fleetsync_sync_lag_seconds",
-			Help:    "Per-variable sync lag observed at the end of each cycle: the source's lastActivity minus the high-water mark, 0 when caught up.",
+			Help:    "Per-variable sync lag observed at the end of each cycle: how far the warehouse trails a point known to be missing (lastActivity moved since the last complete read, or a point stamped ahead fell due), 0 when none is known.",
 			Buckets: []float64{0, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400}}),
 		lagMax: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_sync_lag_max_seconds",
 			Help: "Greatest per-variable sync lag at the end of the last cycle."}),
