@@ -94,7 +94,7 @@ func parseDuration(v string) (time.Duration, error) {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("fleetsim", flag.ContinueOnError)
 	opts := fleetsim.Options{Span: 24 * time.Hour, Retention: 730 * 24 * time.Hour, TokenTTL: 6 * time.Hour}
-	var tokens, orgTokens, accountTokens stringList
+	var tokens, orgTokens, accountTokens, undecodable, reject stringList
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve on; 127.0.0.1:0 picks a free port")
 	fs.Int64Var(&opts.Seed, "seed", 1, "seed of the generated fleet (same seed, same fleet)")
 	fs.IntVar(&opts.Devices, "devices", 5, "number of generated devices")
@@ -115,6 +115,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&opts.Faults.SlowHeaders, "slow-headers", 0, "fault: delay before the headers of a fraction --slow-rate of requests")
 	fs.Float64Var(&opts.Faults.SlowRate, "slow-rate", 0, "fault: fraction of requests delayed by --slow-headers")
 	fs.Int64Var(&opts.Faults.Seed, "fault-seed", 1, "seed of the choice of faulty requests")
+	fs.Var(&undecodable, "undecodable-variable", "fault: raw-series cells of variable `ID` carry data no decoder accepts (\"n/a\" values, 1e30 timestamps) (repeatable)")
+	fs.Var(&reject, "reject-variable", "fault: raw-series requests naming variable `ID` are answered 400 naming it (repeatable)")
+	fs.Func("last-activity", "`MODE` of lastActivity: any-write (latest write of any point), newest-write (write time of the newest point), newest-ts (the newest point's timestamp) or none (always null) (default any-write)", func(v string) error {
+		m, err := fleetsim.ParseLastActivityMode(v)
+		if err != nil {
+			return err
+		}
+		opts.LastActivity = m
+		return nil
+	})
+	fs.StringVar(&opts.PublicURL, "public-url", "", "`URL` (scheme, host, optional path prefix) on which the absolute URLs are built (next/previous links, url fields), as behind a proxy; default: the request's scheme and host")
 	fs.Float64Var(&opts.Live.PointsPerSecond, "live-points", 0, "live mode: new points per second (each newer than its variable's newest); 0 = off")
 	fs.Float64Var(&opts.Live.LatePointsPerSecond, "live-late-points", 0, "live mode: late points per second (behind their variable's newest); 0 = off")
 	fs.DurationVar(&opts.Live.LateMaxAge, "live-late-max-age", 10*time.Minute, "live mode: how far behind the newest point a late point may land")
@@ -139,6 +150,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("unexpected arguments %q; see --help", fs.Args())
 	}
 	opts.Tokens, opts.OrgTokens, opts.AccountTokens = tokens, orgTokens, accountTokens
+	opts.Faults.UndecodableVariables, opts.Faults.RejectVariables = undecodable, reject
 	if len(tokens)+len(orgTokens)+len(accountTokens) == 0 {
 		opts.Tokens = []string{"demo-token"}
 		fmt.Fprintln(stderr, "fleetsim: no --token given; accepting the ordinary token demo-token")

@@ -3,8 +3,10 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -79,5 +81,96 @@ func TestRunPrintsTheListeningLineAndServesUntilCancelled(t *testing.T) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("run did not return after its context was cancelled")
+	}
+}
+
+// startRun runs the command with args on a free port and returns its base
+// URL; the command is stopped, and must return nil, at the end of the test.
+func startRun(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"--listen", "127.0.0.1:0"}, args...), pw, io.Discard)
+		pw.Close()
+	}()
+	line, err := bufio.NewReader(pr).ReadString('\n')
+	if err != nil {
+		cancel()
+		t.Fatalf("reading the ready line: %v (run: %v)", err, <-done)
+	}
+	go func() { _, _ = io.Copy(io.Discard, pr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("run after cancel: %v, want nil", err)
+			}
+		case <-time.After(15 * time.Second):
+			t.Error("run did not return after its context was cancelled")
+		}
+	})
+	return strings.TrimPrefix(strings.TrimSpace(line), "fleetsim listening on ")
+}
+
+// getJSON GETs base+path with the token t1 and decodes the body.
+func getJSON(t *testing.T, base, path string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest("GET", base+path, nil)
+	req.Header.Set("X-Auth-Token", "t1")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var m map[string]any
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d, %v", path, resp.StatusCode, err)
+	}
+	return m
+}
+
+func TestFlagsSetLastActivityPublicURLAndVariableFaults(t *testing.T) {
+	base := startRun(t, "--devices", "3", "--points", "10", "--token", "t1",
+		"--last-activity", "none", "--public-url", "https://proxy.example/fleet",
+		"--reject-variable", "v-rejected", "--undecodable-variable", "v-bad", "--undecodable-variable", "v-worse")
+	info := getJSON(t, base, "/_sim/info")
+	if info["last_activity"] != "none" || info["public_url"] != "https://proxy.example/fleet" {
+		t.Errorf("/_sim/info: last_activity %v, public_url %v", info["last_activity"], info["public_url"])
+	}
+	faults := getJSON(t, base, "/_sim/faults")
+	if fmt.Sprint(faults["reject_variables"]) != "[v-rejected]" || fmt.Sprint(faults["undecodable_variables"]) != "[v-bad v-worse]" {
+		t.Errorf("/_sim/faults: %v", faults)
+	}
+	devs := getJSON(t, base, "/api/v2.0/devices/?page_size=1")
+	if next, _ := devs["next"].(string); !strings.HasPrefix(next, "https://proxy.example/fleet/api/v2.0/devices/?") {
+		t.Errorf("next link %v does not use --public-url", devs["next"])
+	}
+	for _, d := range devs["results"].([]any) {
+		if la := d.(map[string]any)["lastActivity"]; la != nil {
+			t.Errorf("--last-activity none: a device's lastActivity is %v", la)
+		}
+	}
+}
+
+func TestTheDefaultLastActivityIsAnyWrite(t *testing.T) {
+	base := startRun(t, "--devices", "1", "--points", "10", "--token", "t1")
+	if got := getJSON(t, base, "/_sim/info")["last_activity"]; got != "any-write" {
+		t.Errorf("default last_activity %v, want any-write", got)
+	}
+	d := getJSON(t, base, "/api/v2.0/devices/")["results"].([]any)[0].(map[string]any)
+	if _, isNumber := d["lastActivity"].(float64); !isNumber {
+		t.Errorf("default lastActivity %v, want a number", d["lastActivity"])
+	}
+}
+
+func TestBadLastActivityAndPublicURLAreRejected(t *testing.T) {
+	for _, args := range [][]string{{"--last-activity", "latest"}, {"--public-url", "proxy.example"}} {
+		err := run(context.Background(), append(args, "--listen", "127.0.0.1:0", "--token", "t"), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), args[1]) {
+			t.Errorf("%v: got %v, want an error naming %q", args, err, args[1])
+		}
 	}
 }

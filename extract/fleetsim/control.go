@@ -1,10 +1,12 @@
 package fleetsim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -27,6 +29,10 @@ type faultsJSON struct {
 	// Faults.Variables.
 	RetryAfterDate bool     `json:"retry_after_date,omitempty"`
 	Variables      []string `json:"variables,omitempty"`
+	// UndecodableVariables and RejectVariables are the Faults fields of
+	// the same names.
+	UndecodableVariables []string `json:"undecodable_variables,omitempty"`
+	RejectVariables      []string `json:"reject_variables,omitempty"`
 }
 
 func toFaultsJSON(f Faults) faultsJSON {
@@ -34,12 +40,14 @@ func toFaultsJSON(f Faults) faultsJSON {
 		Latency: f.Latency.String(), ErrorRate: f.ErrorRate, RateLimitRate: f.RateLimitRate, RetryAfter: f.RetryAfter,
 		CutRate: f.CutRate, SlowHeaders: f.SlowHeaders.String(), SlowRate: f.SlowRate, Seed: f.Seed,
 		RetryAfterDate: f.RetryAfterDate, Variables: f.Variables,
+		UndecodableVariables: f.UndecodableVariables, RejectVariables: f.RejectVariables,
 	}
 }
 
 func (fj faultsJSON) faults() (Faults, error) {
 	f := Faults{ErrorRate: fj.ErrorRate, RateLimitRate: fj.RateLimitRate, RetryAfter: fj.RetryAfter, CutRate: fj.CutRate, SlowRate: fj.SlowRate, Seed: fj.Seed,
-		RetryAfterDate: fj.RetryAfterDate, Variables: fj.Variables}
+		RetryAfterDate: fj.RetryAfterDate, Variables: fj.Variables,
+		UndecodableVariables: fj.UndecodableVariables, RejectVariables: fj.RejectVariables}
 	var err error
 	if fj.Latency != "" {
 		if f.Latency, err = time.ParseDuration(fj.Latency); err != nil {
@@ -101,7 +109,83 @@ func (s *Sim) serveControl(w http.ResponseWriter, r *http.Request) {
 
 type pointJSON struct {
 	Timestamp *int64         `json:"timestamp"`
-	Value     *float64       `json:"value"`
+	Value     *pointValue    `json:"value"`
+	Context   map[string]any `json:"context"`
+}
+
+// pointValue is a point's value in a control body: a JSON number, or NaN,
+// Infinity or -Infinity as a bare token (Python's json) or a string.
+type pointValue float64
+
+// UnmarshalJSON reads a number or one of the non-finite names.
+func (v *pointValue) UnmarshalJSON(b []byte) error {
+	var f float64
+	if err := json.Unmarshal(b, &f); err == nil {
+		*v = pointValue(f)
+		return nil
+	}
+	var name string
+	if err := json.Unmarshal(b, &name); err != nil {
+		return fmt.Errorf("value %s: want a number, NaN, Infinity or -Infinity", b)
+	}
+	switch name {
+	case "NaN":
+		*v = pointValue(math.NaN())
+	case "Infinity":
+		*v = pointValue(math.Inf(1))
+	case "-Infinity":
+		*v = pointValue(math.Inf(-1))
+	default:
+		return fmt.Errorf("value %q: want a number, NaN, Infinity or -Infinity", name)
+	}
+	return nil
+}
+
+// quoteNonFinite turns the bare tokens NaN, Infinity and -Infinity outside
+// strings into JSON strings, so that encoding/json reads Python's output.
+func quoteNonFinite(b []byte) []byte {
+	out := make([]byte, 0, len(b)+16)
+	inStr, esc := false, false
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		if inStr {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inStr = false
+			}
+			out = append(out, c)
+			continue
+		}
+		if c == '"' {
+			inStr = true
+		}
+		quoted := false
+		for _, tok := range []string{"NaN", "Infinity", "-Infinity"} {
+			if bytes.HasPrefix(b[i:], []byte(tok)) {
+				out = append(out, '"')
+				out = append(out, tok...)
+				out = append(out, '"')
+				i += len(tok) - 1
+				quoted = true
+				break
+			}
+		}
+		if !quoted {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// pointOut is a point as the control interface renders it; Value is a
+// float64 or a non-finite placeholder (see jsonFloat).
+type pointOut struct {
+	Timestamp int64          `json:"timestamp"`
+	Value     any            `json:"value"`
 	Context   map[string]any `json:"context"`
 }
 
@@ -119,6 +203,7 @@ func (s *Sim) control(r *http.Request, seg []string) (any, int, error) {
 			"start_ms": s.start.UnixMilli(), "now_ms": s.now().UnixMilli(), "retention_floor_ms": s.floorMs(),
 			"retention": s.retention.String(), "token_ttl": s.tokenTTL.String(), "devices": nd, "variables": nv,
 			"seed": s.opts.Seed, "count_as_bool": s.opts.CountAsBool,
+			"last_activity": s.opts.LastActivity.String(), "public_url": s.publicURL,
 		}, http.StatusOK, nil
 	case n == 1 && seg[0] == "counters":
 		switch m {
@@ -186,21 +271,28 @@ func (s *Sim) control(r *http.Request, seg []string) (any, int, error) {
 			if pts == nil && s.PointCount(seg[1]) < 0 {
 				return nil, 0, fmt.Errorf("variable %s: %w", seg[1], ErrNotFound)
 			}
-			if pts == nil {
-				pts = []SimPoint{}
+			out := make([]pointOut, 0, len(pts))
+			for _, p := range pts {
+				out = append(out, pointOut{Timestamp: p.TimestampMs, Value: jsonFloat(p.Value), Context: p.Context})
 			}
-			return pts, http.StatusOK, nil
+			return out, http.StatusOK, nil
 		case http.MethodPost:
+			raw, err := io.ReadAll(io.LimitReader(r.Body, maxBodySize))
+			if err != nil {
+				return nil, 0, badRequest("body: %v", err)
+			}
 			var body []pointJSON
-			if err := decodeStrict(r, &body); err != nil {
-				return nil, 0, err
+			dec := json.NewDecoder(bytes.NewReader(quoteNonFinite(raw)))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&body); err != nil {
+				return nil, 0, badRequest("body: %v", err)
 			}
 			pts := make([]SimPoint, 0, len(body))
 			for i, p := range body {
 				if p.Timestamp == nil || p.Value == nil {
 					return nil, 0, badRequest("point %d: timestamp and value are required", i)
 				}
-				pts = append(pts, SimPoint{TimestampMs: *p.Timestamp, Value: *p.Value, Context: p.Context})
+				pts = append(pts, SimPoint{TimestampMs: *p.Timestamp, Value: float64(*p.Value), Context: p.Context})
 			}
 			if err := s.AddPoints(seg[1], pts); err != nil {
 				return nil, 0, err
@@ -208,6 +300,11 @@ func (s *Sim) control(r *http.Request, seg []string) (any, int, error) {
 			return map[string]any{"added": len(pts)}, http.StatusOK, nil
 		}
 		return nil, 0, notAllowed
+	case n == 2 && seg[0] == "variables":
+		if m != http.MethodDelete {
+			return nil, 0, notAllowed
+		}
+		return nil, http.StatusNoContent, s.DeleteVariable(seg[1])
 	case n == 1 && seg[0] == "groups" && m == http.MethodGet:
 		return s.Groups(), http.StatusOK, nil
 	case n == 1 && seg[0] == "organizations" && m == http.MethodGet:

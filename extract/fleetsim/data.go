@@ -121,17 +121,19 @@ func appendPointJSON(b []byte, c *cursor, precision int) []byte {
 // snapshotVar copies what a data read needs under the read lock, so the
 // response streams without holding it.
 type varSnap struct {
-	id, label, name    string
-	props              []byte
-	devID, devLabel    string
-	devName            string
-	ser                series
-	idJSON, labelJSON  []byte
-	nameJSON           []byte
-	devIDJSON          []byte
-	devLabelJSON       []byte
-	devNameJSON        []byte
-	lastActivityMillis int64
+	id, label, name   string
+	props             []byte
+	devID, devLabel   string
+	devName           string
+	ser               series
+	idJSON, labelJSON []byte
+	nameJSON          []byte
+	devIDJSON         []byte
+	devLabelJSON      []byte
+	devNameJSON       []byte
+	// undecodable makes raw-series cells of this variable unreadable
+	// (Faults.UndecodableVariables).
+	undecodable bool
 }
 
 func (s *Sim) snapVar(id string) (*varSnap, bool) {
@@ -150,7 +152,6 @@ func (s *Sim) snapVar(id string) (*varSnap, bool) {
 		devID: v.dev.id, devLabel: v.dev.label, devName: v.dev.name, ser: v.ser,
 		idJSON: appendJSONString(nil, v.id), labelJSON: appendJSONString(nil, v.label), nameJSON: appendJSONString(nil, v.name),
 		devIDJSON: appendJSONString(nil, v.dev.id), devLabelJSON: appendJSONString(nil, v.dev.label), devNameJSON: appendJSONString(nil, v.dev.name),
-		lastActivityMillis: v.lastActivity,
 	}, true
 }
 
@@ -243,13 +244,13 @@ func (s *Sim) getValues(w http.ResponseWriter, r *http.Request, p []string, _ To
 	}
 	st.buf = append(st.buf, `,"next":`...)
 	if num < pages {
-		st.buf = appendJSONString(st.buf, pageURL(r, func(q url.Values) { q.Set("page", strconv.Itoa(num+1)) }))
+		st.buf = appendJSONString(st.buf, pageURL(s.baseURL(r), r, func(q url.Values) { q.Set("page", strconv.Itoa(num+1)) }))
 	} else {
 		st.buf = append(st.buf, "null"...)
 	}
 	st.buf = append(st.buf, `,"previous":`...)
 	if num > 1 {
-		st.buf = appendJSONString(st.buf, pageURL(r, func(q url.Values) {
+		st.buf = appendJSONString(st.buf, pageURL(s.baseURL(r), r, func(q url.Values) {
 			if num == 2 {
 				q.Del("page")
 			} else {
@@ -288,7 +289,7 @@ func (s *Sim) writeCSV(w http.ResponseWriter, vs *varSnap, c *cursor, limit int)
 		st.buf = append(st.buf, ',')
 		st.buf = time.UnixMilli(c.ts).UTC().AppendFormat(st.buf, "2006-01-02 15:04:05.000000+00:00")
 		st.buf = append(st.buf, ',')
-		st.buf = appendFloat(st.buf, c.value())
+		st.buf = appendCSVFloat(st.buf, c.value())
 		st.buf = append(st.buf, ',')
 		ctx = c.appendContext(ctx[:0])
 		lit = appendPyBytesLiteral(lit[:0], pythonJSON(ctx))
@@ -297,6 +298,20 @@ func (s *Sim) writeCSV(w http.ResponseWriter, vs *varSnap, c *cursor, limit int)
 		st.maybeFlush()
 	}
 	st.flush()
+}
+
+// appendCSVFloat writes a value as the CSV download does: like appendFloat,
+// but NaN and the infinities as Python's str() prints them (nan, inf, -inf).
+func appendCSVFloat(b []byte, f float64) []byte {
+	switch nonFiniteToken(f) {
+	case "NaN":
+		return append(b, "nan"...)
+	case "Infinity":
+		return append(b, "inf"...)
+	case "-Infinity":
+		return append(b, "-inf"...)
+	}
+	return appendFloat(b, f)
 }
 
 // appendCSVField quotes a field the way Python's csv module does by default
@@ -803,8 +818,19 @@ var colKinds = map[string]colKind{
 	"device.id": colDevID, "device.name": colDevName, "device.label": colDevLabel,
 }
 
-// appendCell appends one cell of the cursor's current point.
+// appendCell appends one cell of the cursor's current point. The point
+// cells of an undecodable variable (Faults.UndecodableVariables) carry what
+// no decoder accepts: "n/a" for the value and the context, 1e30 for the
+// timestamp (only per-variable frames have a timestamp cell of their own).
 func appendCell(b []byte, k colKind, c *cursor, vs *varSnap, precision int) []byte {
+	if vs.undecodable {
+		switch k {
+		case colValue, colContext:
+			return append(b, `"n/a"`...)
+		case colTimestamp:
+			return append(b, "1e30"...)
+		}
+	}
 	switch k {
 	case colValue:
 		v := c.value()
@@ -837,6 +863,15 @@ func (s *Sim) postRawSeries(w http.ResponseWriter, r *http.Request, _ []string, 
 	q, ok := s.parseDataQuery(w, r, "RawSeriesSchema", true)
 	if !ok {
 		return
+	}
+	f := s.CurrentFaults()
+	for _, vs := range q.vars {
+		if contains(f.RejectVariables, vs.id) {
+			msg := "Variable " + vs.id + " cannot be read: invalid data."
+			writeJSON(w, http.StatusBadRequest, codeDetailBody{400001, msg, map[string][]string{"variables": {msg}}})
+			return
+		}
+		vs.undecodable = contains(f.UndecodableVariables, vs.id)
 	}
 	lo, hi, limit := q.window(s.floorMs())
 	w.Header().Set("Content-Type", "application/json")

@@ -645,3 +645,175 @@ func TestAppendFloatMatchesEncodingJSON(t *testing.T) {
 		t.Fatalf("negative zero: %s", got)
 	}
 }
+
+func TestNonFiniteValuesRenderAsPythonTokens(t *testing.T) {
+	e := newEnv(t, Options{})
+	d := e.sim.Devices()[0]
+	v := d.Variables[0]
+	pts := e.sim.Points(v.ID)
+	newest := pts[len(pts)-1].TimestampMs
+	tsNaN, tsInf, tsNegInf := newest+1000, newest+2000, newest+3000
+	if err := e.sim.AddPoints(v.ID, []SimPoint{{TimestampMs: tsNaN, Value: math.NaN()}, {TimestampMs: tsInf, Value: math.Inf(1)}, {TimestampMs: tsNegInf, Value: math.Inf(-1)}}); err != nil {
+		t.Fatal(err)
+	}
+	// has fails unless body holds every fragment.
+	has := func(what string, r response, fragments ...string) {
+		t.Helper()
+		if r.status != 200 {
+			t.Fatalf("%s: status %d: %s", what, r.status, r.body)
+		}
+		for _, f := range fragments {
+			if !strings.Contains(string(r.body), f) {
+				t.Errorf("%s: body lacks %s:\n%.600s", what, f, r.body)
+			}
+		}
+	}
+	ts := func(ms int64) string { return strconv.FormatInt(ms, 10) }
+	has("GET values", e.get("/api/v1.6/variables/"+v.ID+"/values?page_size=5"),
+		`{"timestamp":`+ts(tsNaN)+`,"value":NaN,`, `{"timestamp":`+ts(tsInf)+`,"value":Infinity,`, `{"timestamp":`+ts(tsNegInf)+`,"value":-Infinity,`)
+	has("raw series frames", e.post("/api/v1.6/data/raw/series", map[string]any{"variables": []string{v.ID}, "join_dataframes": false, "limit": 3}),
+		`[NaN,`+ts(tsNaN)+`]`, `[Infinity,`+ts(tsInf)+`]`, `[-Infinity,`+ts(tsNegInf)+`]`)
+	has("raw series joined", e.post("/api/v1.6/data/raw/series", map[string]any{"variables": []string{v.ID, d.Variables[1].ID}, "limit": 3}),
+		`[`+ts(tsNaN)+`,NaN,null]`, `[`+ts(tsInf)+`,Infinity,null]`, `[`+ts(tsNegInf)+`,-Infinity,null]`)
+	lastValue := `"lastValue":{"timestamp":` + ts(tsNegInf) + `,"value":-Infinity,`
+	has("GET variable", e.get("/api/v2.0/variables/"+v.ID+"/"), lastValue)
+	has("device's variable list", e.get("/api/v2.0/devices/"+d.ID+"/variables/"), lastValue)
+	has("variable list", e.get("/api/v2.0/variables/"), lastValue)
+	has("variable by label", e.get("/api/v2.0/devices/"+d.ID+"/variables/~"+v.Label+"/"), lastValue)
+	has("statistics", e.get(fmt.Sprintf("/api/v1.6/variables/%s/statistics/max/%d/%d", v.ID, tsInf, tsNegInf)), `{"max":Infinity}`)
+	has("aggregation raw", e.post("/api/v1.6/data/stats/aggregation/", map[string]any{"variables": []string{v.ID}, "aggregation": "raw", "join_dataframes": false}),
+		`"value":-Infinity`)
+	has("control points", e.do("GET", "/_sim/variables/"+v.ID+"/points", nil, "-"),
+		`{"timestamp":`+ts(tsNaN)+`,"value":NaN,`, `"value":Infinity,`, `"value":-Infinity,`)
+	has("CSV", e.get("/api/v1.6/variables/"+v.ID+"/values?format=csv&page_size=3"),
+		ts(tsNaN)+`,`, `,nan,`, `,inf,`, `,-inf,`)
+
+	// Python's json output is accepted back by the control interface.
+	r := e.do("POST", "/_sim/variables/"+d.Variables[1].ID+"/points", `[{"timestamp":`+ts(newest+5)+`,"value":NaN},{"timestamp":`+ts(newest+6)+`,"value":-Infinity,"context":{"note":"NaN in a string"}}]`, "-")
+	expect(t, "POST points with bare NaN", r, 200, map[string]any{"added": 2})
+	got := e.sim.Points(d.Variables[1].ID)
+	if a, b := got[len(got)-2], got[len(got)-1]; !math.IsNaN(a.Value) || !math.IsInf(b.Value, -1) || b.Context["note"] != "NaN in a string" {
+		t.Errorf("points posted with bare tokens came back as %+v, %+v", a, b)
+	}
+	// Finite values are untouched: no placeholder leaks anywhere.
+	r = e.get("/api/v2.0/variables/" + d.Variables[2].ID + "/")
+	if strings.Contains(string(r.body), "non-finite") || strings.Contains(string(r.body), "NaN") {
+		t.Errorf("a finite variable renders %s", r.body)
+	}
+}
+
+func TestUndecodableVariablesSpoilOnlyTheirOwnCells(t *testing.T) {
+	e := newEnv(t, Options{})
+	ids := e.variableIDs()
+	bad, good := ids[0], ids[2] // same sampling instants: joined rows hold both
+	cols := []string{"value.value", "timestamp", "value.context", "variable.id"}
+	frames := func() []any {
+		t.Helper()
+		r, _, res := e.rawSeries(map[string]any{"variables": []string{bad, good}, "columns": cols, "join_dataframes": false, "limit": 5})
+		if len(res) != 2 {
+			t.Fatalf("raw series: %d %s", r.status, r.body)
+		}
+		return res
+	}
+	clean := frames()
+	e.sim.SetFaults(Faults{UndecodableVariables: []string{bad}})
+	res := frames()
+	for _, row := range res[0].([]any) {
+		r := row.([]any)
+		if r[0] != "n/a" || r[1] != 1e30 || r[2] != "n/a" || r[3] != bad {
+			t.Fatalf("undecodable variable's row %v, want [n/a 1e30 n/a %s]", r, bad)
+		}
+	}
+	if len(res[0].([]any)) != 5 {
+		t.Errorf("undecodable frame has %d rows, want 5", len(res[0].([]any)))
+	}
+	if !jsonEqual(res[1], clean[1]) {
+		t.Errorf("the other variable's frame changed:\n%v\nwant\n%v", res[1], clean[1])
+	}
+	want := e.retained(good)
+	_, jcols, rows := e.rawSeries(map[string]any{"variables": []string{bad, good}, "limit": 5})
+	if len(jcols) != 3 || len(rows) != 5 {
+		t.Fatalf("joined: columns %v, %d rows", jcols, len(rows))
+	}
+	for k, row := range rows {
+		r := row.([]any)
+		if r[0] != float64(want[k].TimestampMs) || r[1] != "n/a" || r[2] != want[k].Value {
+			t.Fatalf("joined row %d = %v, want [%d n/a %v]", k, r, want[k].TimestampMs, want[k].Value)
+		}
+	}
+	// Only raw series is affected.
+	expect(t, "values of the undecodable variable", e.get("/api/v1.6/variables/"+bad+"/values?page_size=1"), 200, nil)
+	if strings.Contains(string(e.get("/api/v1.6/variables/"+bad+"/values?page_size=1").body), "n/a") {
+		t.Error("GET values carries n/a")
+	}
+}
+
+func TestRejectedVariablesFailTheRawSeriesRequestNamingThem(t *testing.T) {
+	e := newEnv(t, Options{})
+	ids := e.variableIDs()
+	rejected, other := ids[3], ids[1]
+	body := map[string]any{"variables": []string{other, rejected, ids[5]}, "join_dataframes": false}
+	expect(t, "before the fault", e.post("/api/v1.6/data/raw/series", body), 200, nil)
+	// Through the control interface, as a script would.
+	expect(t, "set the fault", e.do("PUT", "/_sim/faults", map[string]any{"reject_variables": []string{rejected}}, "-"), 200, nil)
+	if f := e.sim.CurrentFaults(); len(f.RejectVariables) != 1 || f.RejectVariables[0] != rejected {
+		t.Fatalf("faults after PUT: %+v", f)
+	}
+	msg := "Variable " + rejected + " cannot be read: invalid data."
+	for _, join := range []bool{false, true} {
+		body["join_dataframes"] = join
+		r := e.post("/api/v1.6/data/raw/series", body)
+		expect(t, "a request naming the rejected variable", r, 400, map[string]any{"code": 400001, "message": msg, "detail": map[string]any{"variables": []string{msg}}})
+		if k := keys(t, r.body); strings.Join(k, ",") != "code,message,detail" {
+			t.Errorf("error keys %v, want the spec's code,message,detail", k)
+		}
+		if strings.Contains(string(r.body), other) || strings.Contains(string(r.body), ids[5]) {
+			t.Errorf("the error names another variable of the request: %s", r.body)
+		}
+	}
+	expect(t, "a request without it", e.post("/api/v1.6/data/raw/series", map[string]any{"variables": []string{other, ids[5]}}), 200, nil)
+	expect(t, "GET values of it", e.get("/api/v1.6/variables/"+rejected+"/values"), 200, nil)
+	e.sim.SetFaults(Faults{})
+	expect(t, "after the fault is cleared", e.post("/api/v1.6/data/raw/series", body), 200, nil)
+}
+
+func TestRawSeriesAcceptsAnEndFarInTheFuture(t *testing.T) {
+	e := newEnv(t, Options{})
+	d := e.sim.Devices()[0]
+	ids := []string{d.Variables[0].ID, d.Variables[1].ID}
+	now := e.clock.Now()
+	// One point an hour ahead, as from a device whose clock runs ahead.
+	ahead := now.Add(time.Hour).UnixMilli()
+	if err := e.sim.AddPoints(ids[0], []SimPoint{{TimestampMs: ahead, Value: 7}}); err != nil {
+		t.Fatal(err)
+	}
+	end := now.AddDate(100, 0, 0).UnixMilli()
+	for _, body := range []map[string]any{
+		{"variables": ids, "end": end, "join_dataframes": false},
+		{"variables": ids, "start": e.sim.RetentionFloor().UnixMilli(), "end": end, "join_dataframes": false, "limit": 0},
+	} {
+		r, _, res := e.rawSeries(body)
+		if r.status != 200 {
+			t.Fatalf("end now+100y: %d %s", r.status, r.body)
+		}
+		for i, id := range ids {
+			want := e.retained(id)
+			frame := res[i].([]any)
+			if len(frame) != len(want) {
+				t.Fatalf("variable %s: %d rows, want every retained point (%d)", id, len(frame), len(want))
+			}
+			first := frame[0].([]any)
+			if first[1] != float64(want[0].TimestampMs) {
+				t.Errorf("variable %s: newest row at %v, want %d", id, first[1], want[0].TimestampMs)
+			}
+		}
+		if first := res[0].([]any)[0].([]any); first[1] != float64(ahead) {
+			t.Errorf("the point ahead of now is missing: newest row %v", first)
+		}
+	}
+	r := e.get(fmt.Sprintf("/api/v1.6/variables/%s/values?end=%d&page_size=1", ids[0], end))
+	expect(t, "GET values with a far end", r, 200, nil)
+	if res := r.json(t)["results"].([]any); len(res) != 1 || res[0].(map[string]any)["timestamp"] != float64(ahead) {
+		t.Errorf("GET values with a far end: %v", res)
+	}
+}

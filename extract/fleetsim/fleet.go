@@ -29,25 +29,17 @@ type device struct {
 	vars                         []*variable
 }
 
-// lastActivity is the greatest lastActivity of the device's variables.
-func (d *device) lastActivity() int64 {
-	var m int64
-	for _, v := range d.vars {
-		m = max(m, v.lastActivity)
-	}
-	return m
-}
-
 type variable struct {
 	id, label, name string
 	kind            kind
 	dev             *device
 	properties      map[string]any
 	createdAt       time.Time
-	// lastActivity is when the newest data was written (POSIX ms); 0
-	// when the variable never had data.
-	lastActivity int64
-	ser          series
+	// lastWrite is when a point was last written (POSIX ms), valid when
+	// written is set; the other lastActivity readings derive from ser.
+	lastWrite int64
+	written   bool
+	ser       series
 }
 
 type group struct {
@@ -280,7 +272,9 @@ func (s *Sim) generate() {
 			if g.n+g.nOld > 0 {
 				c := v.ser.cursor(minTs, maxTs)
 				if c.next() {
-					v.lastActivity = c.ts
+					// The newest generated point is the last one
+					// written: every created_at is clamped to it.
+					v.noteWrite(c.createdAt())
 				}
 			}
 			d.vars = append(d.vars, v)

@@ -54,7 +54,7 @@ func (s *Sim) liveStep(dt float64) {
 		if newest, ok := v.ser.newestTs(); ok && newest >= ts {
 			ts = newest + 1
 		}
-		s.addLivePoint(v, ts, nowMs)
+		s.writePoint(v, ts, nowMs, l.rnd)
 		l.added++
 	}
 	for ; l.lateDue >= 1; l.lateDue-- {
@@ -76,7 +76,7 @@ func (s *Sim) liveStep(dt float64) {
 				break
 			}
 		}
-		s.addLivePoint(v, ts, nowMs)
+		s.writePoint(v, ts, nowMs, l.rnd)
 		l.lateAdded++
 	}
 }
@@ -93,15 +93,16 @@ func (s *Sim) randomVariable() *variable {
 	return nil
 }
 
-// addLivePoint stores a point valued like the variable's generated ones.
+// writePoint stores a point at ts written at nowMs, valued like the
+// variable's generated ones (always finite). Live mode and writers use it.
 // Caller holds s.mu.
-func (s *Sim) addLivePoint(v *variable, ts, nowMs int64) {
+func (s *Sim) writePoint(v *variable, ts, nowMs int64, rnd *rand.Rand) {
 	g := v.ser.gen
-	i := int(s.live.rnd.Int31())
+	i := int(rnd.Int31())
 	p := overlayPoint{ts: ts, created: nowMs, value: g.value(g.nOld+i%max(g.n, 1), ts)}
 	if g.kind == kindPosition {
 		p.ctx = g.appendContext(nil, i)
 	}
 	v.ser.insert(p)
-	v.lastActivity = nowMs
+	v.noteWrite(nowMs)
 }

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,8 @@ type page struct {
 
 // paginate applies page and page_size to a list of total items. It writes
 // the 404 "Invalid page." itself and reports false then.
-func paginate(w http.ResponseWriter, r *http.Request, total, defSize int) (page, bool) {
+// Links are built on base (see Sim.baseURL).
+func paginate(w http.ResponseWriter, r *http.Request, base string, total, defSize int) (page, bool) {
 	q := r.URL.Query()
 	size := defSize
 	if v, err := strconv.Atoi(q.Get("page_size")); err == nil && v > 0 {
@@ -55,10 +57,10 @@ func paginate(w http.ResponseWriter, r *http.Request, total, defSize int) (page,
 	}
 	p := page{lo: (num - 1) * size, hi: min(num*size, total)}
 	if num < pages {
-		p.next = pageURL(r, func(q url.Values) { q.Set("page", strconv.Itoa(num+1)) })
+		p.next = pageURL(base, r, func(q url.Values) { q.Set("page", strconv.Itoa(num+1)) })
 	}
 	if num > 1 {
-		p.prev = pageURL(r, func(q url.Values) {
+		p.prev = pageURL(base, r, func(q url.Values) {
 			if num == 2 {
 				q.Del("page")
 			} else {
@@ -76,8 +78,8 @@ type listBody struct {
 	Results  []any `json:"results"`
 }
 
-func writeList[T any](w http.ResponseWriter, r *http.Request, items []T, defSize int, render func(T) any) {
-	p, ok := paginate(w, r, len(items), defSize)
+func writeList[T any](w http.ResponseWriter, r *http.Request, base string, items []T, defSize int, render func(T) any) {
+	p, ok := paginate(w, r, base, len(items), defSize)
 	if !ok {
 		return
 	}
@@ -92,14 +94,82 @@ func writeList[T any](w http.ResponseWriter, r *http.Request, items []T, defSize
 // known key with a value it cannot use, is ignored, so the list may come back
 // whole, as the spec says the service does with invalid filter syntax.
 
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
+// parseInList reads the value of an __in lookup: a comma-separated list
+// ("a,b"), or the same in one pair of square brackets with items optionally
+// quoted ("[a,b]", `["a","b"]`). ok is false for invalid syntax: an unclosed
+// quote, brackets, parentheses or braces that do not balance, a square
+// bracket inside an item (a nested list), or no item at all.
+func parseInList(v string) (items []string, ok bool) {
+	if !balanced(v) {
+		return nil, false
+	}
+	v = strings.TrimSpace(v)
+	if len(v) >= 2 && v[0] == '[' && v[len(v)-1] == ']' && balanced(v[1:len(v)-1]) {
+		v = v[1 : len(v)-1]
+	}
+	var quote byte
+	start := 0
+	flush := func(end int) bool {
+		it := strings.TrimSpace(v[start:end])
+		if len(it) >= 2 && (it[0] == '"' || it[0] == '\'') && it[len(it)-1] == it[0] {
+			it = it[1 : len(it)-1]
+		} else if strings.ContainsAny(it, "[]") {
+			return false
+		}
+		if it != "" {
+			items = append(items, it)
+		}
+		return true
+	}
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		switch {
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == '"' || c == '\'':
+			quote = c
+		case c == ',':
+			if !flush(i) {
+				return nil, false
+			}
+			start = i + 1
 		}
 	}
-	return out
+	if !flush(len(v)) || len(items) == 0 {
+		return nil, false
+	}
+	return items, true
+}
+
+// balanced reports whether the quotes of v are closed and its brackets,
+// parentheses and braces (outside quotes) balance and nest.
+func balanced(v string) bool {
+	var stack []byte
+	var quote byte
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if quote != 0 {
+			if c == quote {
+				quote = 0
+			}
+			continue
+		}
+		switch c {
+		case '"', '\'':
+			quote = c
+		case '[', '(', '{':
+			stack = append(stack, c)
+		case ']', ')', '}':
+			open := map[byte]byte{']': '[', ')': '(', '}': '{'}[c]
+			if len(stack) == 0 || stack[len(stack)-1] != open {
+				return false
+			}
+			stack = stack[:len(stack)-1]
+		}
+	}
+	return quote == 0 && len(stack) == 0
 }
 
 func filterBy[T any](items []T, q url.Values, fields map[string]func(T) []string) []T {
@@ -119,9 +189,9 @@ func filterBy[T any](items []T, q url.Values, fields map[string]func(T) []string
 			want := vals[0]
 			keep = func(have []string) bool { return len(have) > 0 && have[0] == want }
 		case "in":
-			want := splitList(vals[0])
-			if len(want) == 0 {
-				continue
+			want, ok := parseInList(vals[0])
+			if !ok {
+				continue // invalid syntax: ignored
 			}
 			keep = func(have []string) bool {
 				for _, w := range want {
@@ -216,13 +286,6 @@ func (s *Sim) lookupEvent(key string) *event {
 
 // Representations.
 
-func msOrNil(ms int64) any {
-	if ms == 0 {
-		return nil
-	}
-	return ms
-}
-
 type orgJSON struct {
 	URL       string `json:"url"`
 	ID        string `json:"id"`
@@ -248,7 +311,7 @@ type deviceJSON struct {
 	VariablesCount int            `json:"variablesCount"`
 }
 
-func renderDevice(base string, d *device) any {
+func (s *Sim) renderDevice(base string, d *device) any {
 	tags := d.tags
 	if tags == nil {
 		tags = []string{}
@@ -259,7 +322,7 @@ func renderDevice(base string, d *device) any {
 	}
 	return deviceJSON{
 		URL: base + "/api/v2.0/devices/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, Description: d.description,
-		Properties: props, Tags: tags, CreatedAt: isoTime(d.createdAt), LastActivity: msOrNil(d.lastActivity()), VariablesCount: len(d.vars),
+		Properties: props, Tags: tags, CreatedAt: isoTime(d.createdAt), LastActivity: activityJSON(s.deviceActivity(d)), VariablesCount: len(d.vars),
 	}
 }
 
@@ -301,6 +364,11 @@ func (s *Sim) renderVariable(base string, v *variable, floor int64) any {
 	c := v.ser.cursor(floor, maxTs)
 	if c.next() {
 		lv = appendPointJSON(nil, &c, -1)
+		if tok := nonFiniteToken(c.value()); tok != "" {
+			// json.RawMessage must be strict JSON: a placeholder
+			// stands in for the token until writeJSON.
+			lv = bytes.Replace(lv, []byte(`"value":`+tok+`,`), append(appendJSONString([]byte(`"value":`), nonFiniteMark+tok), ','), 1)
+		}
 	}
 	props := v.properties
 	if props == nil {
@@ -310,7 +378,7 @@ func (s *Sim) renderVariable(base string, v *variable, floor int64) any {
 		URL: base + "/api/v2.0/variables/" + v.id + "/", ID: v.id, Label: v.label, Name: v.name, Description: "",
 		Properties: props,
 		Device:     deviceRefJSON{URL: base + "/api/v2.0/devices/" + v.dev.id + "/", ID: v.dev.id, Label: v.dev.label, Name: v.dev.name},
-		CreatedAt:  isoTime(v.createdAt), LastActivity: msOrNil(v.lastActivity), LastValue: lv,
+		CreatedAt:  isoTime(v.createdAt), LastActivity: activityJSON(s.varActivity(v)), LastValue: lv,
 	}
 }
 
@@ -347,8 +415,8 @@ func (s *Sim) listOrgs(w http.ResponseWriter, r *http.Request, _ []string, tk To
 	s.mu.RLock()
 	orgs := append([]*org(nil), s.orgs...)
 	s.mu.RUnlock()
-	base := baseURL(r)
-	writeList(w, r, orgs, defaultPageSize, func(o *org) any { return renderOrg(base, o) })
+	base := s.baseURL(r)
+	writeList(w, r, base, orgs, defaultPageSize, func(o *org) any { return renderOrg(base, o) })
 }
 
 func (s *Sim) getOrg(w http.ResponseWriter, r *http.Request, p []string, tk TokenKind) {
@@ -362,7 +430,7 @@ func (s *Sim) getOrg(w http.ResponseWriter, r *http.Request, p []string, tk Toke
 	o := s.lookupOrg(p[0])
 	var body any
 	if o != nil {
-		body = renderOrg(baseURL(r), o)
+		body = renderOrg(s.baseURL(r), o)
 	}
 	s.mu.RUnlock()
 	if o == nil {
@@ -380,8 +448,8 @@ func (s *Sim) listOrgDevices(w http.ResponseWriter, r *http.Request, p []string,
 		errNotFound(w)
 		return
 	}
-	base := baseURL(r)
-	writeList(w, r, filterBy(o.devices, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return renderDevice(base, d) })
+	base := s.baseURL(r)
+	writeList(w, r, base, filterBy(o.devices, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
 }
 
 type dashboardJSON struct {
@@ -401,8 +469,8 @@ func (s *Sim) listOrgDashboards(w http.ResponseWriter, r *http.Request, p []stri
 		errNotFound(w)
 		return
 	}
-	base := baseURL(r)
-	writeList(w, r, o.dashboards, defaultPageSize, func(d *dashboard) any {
+	base := s.baseURL(r)
+	writeList(w, r, base, o.dashboards, defaultPageSize, func(d *dashboard) any {
 		return dashboardJSON{URL: base + "/api/v2.0/dashboards/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, Organization: o.id, CreatedAt: isoTime(d.createdAt)}
 	})
 }
@@ -412,8 +480,8 @@ func (s *Sim) listOrgDashboards(w http.ResponseWriter, r *http.Request, p []stri
 func (s *Sim) listDevices(w http.ResponseWriter, r *http.Request, _ []string, _ TokenKind) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	base := baseURL(r)
-	writeList(w, r, filterBy(s.devices, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return renderDevice(base, d) })
+	base := s.baseURL(r)
+	writeList(w, r, base, filterBy(s.devices, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
 }
 
 func (s *Sim) getDevice(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
@@ -424,7 +492,7 @@ func (s *Sim) getDevice(w http.ResponseWriter, r *http.Request, p []string, _ To
 		errNotFound(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, renderDevice(baseURL(r), d))
+	writeJSON(w, http.StatusOK, s.renderDevice(s.baseURL(r), d))
 }
 
 // readBody reads and parses a JSON body; it answers malformed JSON itself.
@@ -591,7 +659,7 @@ func (s *Sim) patchDevice(w http.ResponseWriter, r *http.Request, p []string, _ 
 	if setTags {
 		d.tags = tags
 	}
-	writeJSON(w, http.StatusOK, renderDevice(baseURL(r), d))
+	writeJSON(w, http.StatusOK, s.renderDevice(s.baseURL(r), d))
 }
 
 func jsonTypeName(v any) string {
@@ -620,8 +688,8 @@ func (s *Sim) listDeviceVariables(w http.ResponseWriter, r *http.Request, p []st
 		errNotFound(w)
 		return
 	}
-	base, floor := baseURL(r), s.floorMs()
-	writeList(w, r, filterBy(d.vars, r.URL.Query(), variableFilters), defaultVarPageSize, func(v *variable) any { return s.renderVariable(base, v, floor) })
+	base, floor := s.baseURL(r), s.floorMs()
+	writeList(w, r, base, filterBy(d.vars, r.URL.Query(), variableFilters), defaultVarPageSize, func(v *variable) any { return s.renderVariable(base, v, floor) })
 }
 
 // getDeviceVariable addresses a variable under its device by ~label (the
@@ -637,7 +705,7 @@ func (s *Sim) getDeviceVariable(w http.ResponseWriter, r *http.Request, p []stri
 	l, byLabel := strings.CutPrefix(p[1], "~")
 	for _, v := range d.vars {
 		if (byLabel && v.label == l) || (!byLabel && v.id == p[1]) {
-			writeJSON(w, http.StatusOK, s.renderVariable(baseURL(r), v, s.floorMs()))
+			writeJSON(w, http.StatusOK, s.renderVariable(s.baseURL(r), v, s.floorMs()))
 			return
 		}
 	}
@@ -655,8 +723,8 @@ func (s *Sim) allVariables() []*variable {
 func (s *Sim) listVariables(w http.ResponseWriter, r *http.Request, _ []string, _ TokenKind) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	base, floor := baseURL(r), s.floorMs()
-	writeList(w, r, filterBy(s.allVariables(), r.URL.Query(), variableFilters), defaultVarPageSize, func(v *variable) any { return s.renderVariable(base, v, floor) })
+	base, floor := s.baseURL(r), s.floorMs()
+	writeList(w, r, base, filterBy(s.allVariables(), r.URL.Query(), variableFilters), defaultVarPageSize, func(v *variable) any { return s.renderVariable(base, v, floor) })
 }
 
 func (s *Sim) getVariable(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
@@ -671,7 +739,7 @@ func (s *Sim) getVariable(w http.ResponseWriter, r *http.Request, p []string, _ 
 		errNotFound(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.renderVariable(baseURL(r), v, s.floorMs()))
+	writeJSON(w, http.StatusOK, s.renderVariable(s.baseURL(r), v, s.floorMs()))
 }
 
 // Device groups.
@@ -679,8 +747,8 @@ func (s *Sim) getVariable(w http.ResponseWriter, r *http.Request, p []string, _ 
 func (s *Sim) listGroups(w http.ResponseWriter, r *http.Request, _ []string, _ TokenKind) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	base := baseURL(r)
-	writeList(w, r, filterBy(s.groups, r.URL.Query(), groupFilters), defaultPageSize, func(g *group) any { return renderGroup(base, g) })
+	base := s.baseURL(r)
+	writeList(w, r, base, filterBy(s.groups, r.URL.Query(), groupFilters), defaultPageSize, func(g *group) any { return renderGroup(base, g) })
 }
 
 func (s *Sim) getGroup(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
@@ -691,7 +759,7 @@ func (s *Sim) getGroup(w http.ResponseWriter, r *http.Request, p []string, _ Tok
 		errNotFound(w)
 		return
 	}
-	writeJSON(w, http.StatusOK, renderGroup(baseURL(r), g))
+	writeJSON(w, http.StatusOK, renderGroup(s.baseURL(r), g))
 }
 
 // groupFieldsFrom validates the writable group fields of a create or patch.
@@ -772,7 +840,7 @@ func (s *Sim) createGroup(w http.ResponseWriter, r *http.Request, _ []string, _ 
 	}
 	// devices, if sent, is read-only: a new group starts empty.
 	s.groups = append(s.groups, g)
-	writeJSON(w, http.StatusCreated, renderGroup(baseURL(r), g))
+	writeJSON(w, http.StatusCreated, renderGroup(s.baseURL(r), g))
 }
 
 // patchGroup updates label, name and tags; devices, organization and the
@@ -808,7 +876,7 @@ func (s *Sim) patchGroup(w http.ResponseWriter, r *http.Request, p []string, _ T
 	if setTags {
 		g.tags = tags
 	}
-	writeJSON(w, http.StatusOK, renderGroup(baseURL(r), g))
+	writeJSON(w, http.StatusOK, renderGroup(s.baseURL(r), g))
 }
 
 func (s *Sim) deleteGroup(w http.ResponseWriter, _ *http.Request, p []string, _ TokenKind) {
@@ -837,8 +905,8 @@ func (s *Sim) listGroupDevices(w http.ResponseWriter, r *http.Request, p []strin
 		errNotFound(w)
 		return
 	}
-	base := baseURL(r)
-	writeList(w, r, filterBy(g.members, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return renderDevice(base, d) })
+	base := s.baseURL(r)
+	writeList(w, r, base, filterBy(g.members, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
 }
 
 // memberBody reads the identifier array of assign_devices and
@@ -935,8 +1003,8 @@ func (s *Sim) assignDevices(w http.ResponseWriter, r *http.Request, p []string, 
 		}
 	}
 	g.members = members
-	base := baseURL(r)
-	writeList(w, r, g.members, defaultPageSize, func(d *device) any { return renderDeviceSummary(base, d) })
+	base := s.baseURL(r)
+	writeList(w, r, base, g.members, defaultPageSize, func(d *device) any { return renderDeviceSummary(base, d) })
 }
 
 func (s *Sim) removeDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
@@ -1034,7 +1102,7 @@ func (s *Sim) listEventLogs(w http.ResponseWriter, r *http.Request, p []string, 
 		body.Results = append(body.Results, eventLogJSON{ID: l.ID, CreatedAt: isoTime(l.CreatedAt), Value: l.Value, Device: l.DeviceID, Variable: l.VariableID, Message: l.Message})
 	}
 	withCursor := func(o int) string {
-		return pageURL(r, func(q url.Values) {
+		return pageURL(s.baseURL(r), r, func(q url.Values) {
 			q.Del("page")
 			q.Set("cursor", encodeCursor(o))
 		})

@@ -1,7 +1,11 @@
 package fleetsim
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -448,4 +452,207 @@ func TestWrongMethodsAnd405(t *testing.T) {
 		}
 	}
 	expect(t, "DELETE a device", e.do("DELETE", fmt.Sprintf("/api/v2.0/devices/%s/", e.sim.Devices()[0].ID), nil, testToken), 405, nil)
+}
+
+func TestInvalidListFilterSyntaxIsIgnoredOnEveryList(t *testing.T) {
+	e := newEnv(t, Options{Devices: 8, Variables: 4, Points: 20})
+	devs := e.sim.Devices()
+	groups := e.sim.Groups()
+	orgs := e.sim.Organizations()
+	d0 := devs[0]
+	var g Group // a group with at least two members
+	for _, x := range groups {
+		if len(x.Devices) >= 2 {
+			g = x
+			break
+		}
+	}
+	labelOf := map[string]string{}
+	for _, d := range devs {
+		labelOf[d.ID] = d.Label
+	}
+	var orgDevs []string
+	for _, d := range devs {
+		if d.Organization == orgs[0].ID {
+			orgDevs = append(orgDevs, d.Label)
+		}
+	}
+	varsLabelled := func(label string) int {
+		n := 0
+		for _, d := range devs {
+			for _, v := range d.Variables {
+				if v.Label == label {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	lists := []struct {
+		name, path string
+		all        int
+		// valid is a label filter value and the count it must give.
+		valid      string
+		validCount int
+	}{
+		{"devices", "/api/v2.0/devices/", len(devs), devs[1].Label, 1},
+		{"variables", "/api/v2.0/variables/", len(e.variableIDs()), "humidity", varsLabelled("humidity")},
+		{"device's variables", "/api/v2.0/devices/" + d0.ID + "/variables/", len(d0.Variables), d0.Variables[1].Label, 1},
+		{"groups", "/api/v2.0/device_groups/", len(groups), groups[0].Label, 1},
+		{"organization's devices", "/api/v2.0/organizations/" + orgs[0].ID + "/devices/", len(orgDevs), orgDevs[0], 1},
+		{"group's devices", "/api/v2.0/device_groups/" + g.ID + "/devices/", len(g.Devices), labelOf[g.Devices[1]], 1},
+	}
+	for _, l := range lists {
+		t.Run(l.name, func(t *testing.T) {
+			count := func(query string) float64 {
+				t.Helper()
+				r := e.get(l.path + "?page_size=1000&" + query)
+				expect(t, query, r, 200, nil)
+				return r.json(t)["count"].(float64)
+			}
+			if got := count(""); got != float64(l.all) {
+				t.Fatalf("unfiltered count %v, want %d", got, l.all)
+			}
+			for _, bad := range []string{"[[[", "a,[b", "]", `"unclosed`, "x)", "[[a],[b]]", "[]", ","} {
+				q := "label__in=" + url.QueryEscape(bad)
+				if got := count(q); got != float64(l.all) {
+					t.Errorf("invalid syntax %s: count %v, want every object (%d)", q, got, l.all)
+				}
+			}
+			for _, good := range []string{l.valid, "[" + l.valid + "]", `["` + l.valid + `"]`, l.valid + ",no-such-label", "no-such-label, " + l.valid} {
+				q := "label__in=" + url.QueryEscape(good)
+				if got := count(q); got != float64(l.validCount) {
+					t.Errorf("valid filter %s: count %v, want %d", q, got, l.validCount)
+				}
+			}
+			if got := count("label__in=no-such-label"); got != 0 {
+				t.Errorf("a valid filter matching nothing: count %v, want 0", got)
+			}
+		})
+	}
+}
+
+func TestAPageThatNoLongerExistsIsAnInvalidPage(t *testing.T) {
+	e := newEnv(t, Options{})
+	d := e.sim.Devices()[0]
+	path := "/api/v2.0/devices/" + d.ID + "/variables/"
+	r := e.get(path + "?page_size=2")
+	expect(t, "page 1", r, 200, nil)
+	m := r.json(t)
+	next, _ := m["next"].(string)
+	if m["count"] != float64(len(d.Variables)) || next == "" {
+		t.Fatalf("page 1: count %v, next %v; want %d and a next link", m["count"], m["next"], len(d.Variables))
+	}
+	expect(t, "page 2 before the deletions", e.get(path+"?page_size=2&page=2"), 200, nil)
+	for _, v := range d.Variables[2:] {
+		if err := e.sim.DeleteVariable(v.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, _ := url.Parse(next)
+	invalid := map[string]any{"detail": "Invalid page."}
+	expect(t, "the next link of page 1 after the list shrank", e.get(u.RequestURI()), 404, invalid)
+	expect(t, "page 2 after the list shrank", e.get(path+"?page_size=2&page=2"), 404, invalid)
+	r = e.get(path + "?page_size=2")
+	expect(t, "page 1 after the deletions", r, 200, nil)
+	if m := r.json(t); m["count"] != 2.0 || m["next"] != nil {
+		t.Errorf("page 1 after the deletions: count %v, next %v; want 2 and null", m["count"], m["next"])
+	}
+	gone := d.Variables[3].ID
+	expect(t, "a deleted variable", e.get("/api/v2.0/variables/"+gone+"/"), 404, map[string]any{"code": 404001, "message": "The request was not found."})
+	expect(t, "raw series of a deleted variable", e.post("/api/v1.6/data/raw/series", map[string]any{"variables": []string{gone}}), 404, nil)
+	if e.sim.Points(gone) != nil || len(e.sim.Devices()[0].Variables) != 2 {
+		t.Errorf("the oracle still has the deleted variables")
+	}
+	if err := e.sim.DeleteVariable(gone); !errors.Is(err, ErrNotFound) {
+		t.Errorf("deleting a deleted variable: %v, want ErrNotFound", err)
+	}
+	// The same over the control interface.
+	id := d.Variables[1].ID
+	expect(t, "DELETE /_sim/variables/{id}", e.do("DELETE", "/_sim/variables/"+id, nil, "-"), 204, nil)
+	expect(t, "DELETE it again", e.do("DELETE", "/_sim/variables/"+id, nil, "-"), 404, nil)
+	expect(t, "page 2 of a shorter list", e.get(path+"?page_size=1&page=2"), 404, invalid)
+}
+
+func TestPublicURLBuildsTheLinksOfAServiceBehindAProxy(t *testing.T) {
+	// A proxy that serves the simulator under /fleet.
+	var sim http.Handler
+	proxy := httptest.NewServer(http.StripPrefix("/fleet", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { sim.ServeHTTP(w, r) })))
+	defer proxy.Close()
+	public := proxy.URL + "/fleet/"
+	e := newEnv(t, Options{Devices: 7, Variables: 1, Points: 30, PublicURL: public})
+	sim = e.sim
+	get := func(link string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest("GET", link, nil)
+		req.Header.Set("X-Auth-Token", testToken)
+		resp, err := proxy.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var m map[string]any
+		if resp.StatusCode != 200 || json.NewDecoder(resp.Body).Decode(&m) != nil {
+			t.Fatalf("GET %s: %d", link, resp.StatusCode)
+		}
+		return m
+	}
+	seen := 0
+	for link := proxy.URL + "/fleet/api/v2.0/devices/?page_size=2"; link != ""; {
+		m := get(link)
+		for _, k := range []string{"next", "previous"} {
+			if l, ok := m[k].(string); ok && !strings.HasPrefix(l, proxy.URL+"/fleet/api/v2.0/devices/?") {
+				t.Fatalf("%s link %q does not use the public URL %s", k, l, public)
+			}
+		}
+		for _, x := range m["results"].([]any) {
+			if u := x.(map[string]any)["url"].(string); !strings.HasPrefix(u, proxy.URL+"/fleet/api/v2.0/devices/") {
+				t.Fatalf("device url %q does not use the public URL", u)
+			}
+			seen++
+		}
+		link, _ = m["next"].(string)
+	}
+	if seen != 7 {
+		t.Errorf("following next through the proxy listed %d devices, want 7", seen)
+	}
+	vid := e.variableIDs()[0]
+	m := get(proxy.URL + "/fleet/api/v1.6/variables/" + vid + "/values?page_size=10")
+	if l, _ := m["next"].(string); !strings.HasPrefix(l, proxy.URL+"/fleet/api/v1.6/variables/"+vid+"/values?") {
+		t.Errorf("values next link %q does not use the public URL", m["next"])
+	}
+	ev := e.sim.Events()[0].ID
+	m = get(proxy.URL + "/fleet/api/v2.0/events/" + ev + "/logs/?page_size=5")
+	if l, _ := m["next"].(string); !strings.HasPrefix(l, proxy.URL+"/fleet/api/v2.0/events/"+ev+"/logs/?") {
+		t.Errorf("event log next link %q does not use the public URL", m["next"])
+	}
+
+	// Without PublicURL the links follow the request's host.
+	plain := newEnv(t, Options{Devices: 7, Variables: 1, Points: 30})
+	r := plain.get("/api/v2.0/devices/?page_size=2")
+	if l, _ := r.json(t)["next"].(string); !strings.HasPrefix(l, plain.srv.URL+"/api/v2.0/devices/?") {
+		t.Errorf("without PublicURL next is %q, want it on %s", l, plain.srv.URL)
+	}
+
+	// A public URL with a path prefix and a trailing slash, asked for from
+	// another host.
+	s, err := New(Options{Seed: 1, Devices: 3, Variables: 1, Points: 5, Tokens: []string{"t"}, PublicURL: "https://fleet.example:8443/api-proxy/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "http://internal:9000/api/v2.0/devices/?page_size=1", nil)
+	req.Header.Set("X-Auth-Token", "t")
+	s.ServeHTTP(rec, req)
+	var body map[string]any
+	_ = json.Unmarshal(rec.Body.Bytes(), &body)
+	if body["next"] != "https://fleet.example:8443/api-proxy/api/v2.0/devices/?page=2&page_size=1" {
+		t.Errorf("next with Options.PublicURL: %v", body["next"])
+	}
+	for _, bad := range []string{"fleet.example", "ftp://fleet.example", "https://", "https://h/?q=1", "https://h/#f", "http://u:p@h/"} {
+		if _, err := New(Options{PublicURL: bad}); err == nil {
+			t.Errorf("New accepted the public URL %q", bad)
+		}
+	}
 }

@@ -252,8 +252,9 @@ func (c *cursor) createdAt() int64 {
 }
 
 // appendFloat formats f the way encoding/json does (shortest representation,
-// exponent only for very large or small magnitudes); NaN and infinities,
-// which JSON cannot carry, become null.
+// exponent only for very large or small magnitudes). NaN and infinities,
+// which strict JSON cannot carry, become the bare tokens NaN, Infinity and
+// -Infinity, as Python's json module writes them by default.
 func appendFloat(buf []byte, f float64) []byte {
 	// Fast path for values with at most two or six decimals (every
 	// generated value and coordinate): a decimal of at most 15 significant
@@ -265,8 +266,8 @@ func appendFloat(buf []byte, f float64) []byte {
 	if b, ok := appendFixed(buf, f, 1e6, 6); ok {
 		return b
 	}
-	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(buf, "null"...)
+	if tok := nonFiniteToken(f); tok != "" {
+		return append(buf, tok...)
 	}
 	abs := math.Abs(f)
 	if abs != 0 && (abs < 1e-6 || abs >= 1e21) {
@@ -314,4 +315,18 @@ func appendFixed(buf []byte, f, scale float64, digits int) ([]byte, bool) {
 	}
 	buf = append(buf, '.')
 	return append(buf, d[:end]...), true
+}
+
+// nonFiniteToken is Python's JSON token for NaN and the infinities; "" for
+// a finite f.
+func nonFiniteToken(f float64) string {
+	switch {
+	case math.IsNaN(f):
+		return "NaN"
+	case math.IsInf(f, 1):
+		return "Infinity"
+	case math.IsInf(f, -1):
+		return "-Infinity"
+	}
+	return ""
 }

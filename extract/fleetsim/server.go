@@ -367,9 +367,38 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		b = []byte(`{"detail":"A server error occurred."}`)
 		status = http.StatusInternalServerError
 	}
+	b = unmarkNonFinite(b)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+// nonFiniteMark starts the placeholder string that stands for NaN or an
+// infinity in a value encoded by encoding/json, which cannot write them:
+// writeJSON turns "<mark>NaN" back into the bare token NaN (and likewise
+// Infinity, -Infinity), as Python's json module writes them.
+const nonFiniteMark = "\x00fleetsim-non-finite:"
+
+// markedJSON is how encoding/json spells the start of a placeholder.
+var markedJSON = []byte(`"\u0000fleetsim-non-finite:`)
+
+// jsonFloat is f for encoding/json: f when finite, else its placeholder.
+func jsonFloat(f float64) any {
+	if tok := nonFiniteToken(f); tok != "" {
+		return nonFiniteMark + tok
+	}
+	return f
+}
+
+// unmarkNonFinite replaces every placeholder string in b by its bare token.
+func unmarkNonFinite(b []byte) []byte {
+	if !bytes.Contains(b, markedJSON) {
+		return b
+	}
+	for _, tok := range []string{"NaN", "Infinity", "-Infinity"} {
+		b = bytes.ReplaceAll(b, append(append([]byte(nil), markedJSON...), tok+`"`...), []byte(tok))
+	}
+	return b
 }
 
 // The error bodies as ordered structs, so keys come out in the spec's order.
@@ -440,8 +469,12 @@ func errRetention(w http.ResponseWriter, csv bool) {
 	writeJSON(w, http.StatusForbidden, codeBody{403003, "The requested time range is older than your account's data retention limit of 24 months."})
 }
 
-// baseURL is the scheme and host the client used, for absolute URLs.
-func baseURL(r *http.Request) string {
+// baseURL is the prefix of every absolute URL the simulator builds:
+// Options.PublicURL when set, else the scheme and host the client used.
+func (s *Sim) baseURL(r *http.Request) string {
+	if s.publicURL != "" {
+		return s.publicURL
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -449,13 +482,13 @@ func baseURL(r *http.Request) string {
 	return scheme + "://" + r.Host
 }
 
-// pageURL is the request's URL with its query changed by set; the token
-// parameter is never echoed into URLs the simulator builds.
-func pageURL(r *http.Request, set func(q url.Values)) string {
+// pageURL is the request's URL on base with its query changed by set; the
+// token parameter is never echoed into URLs the simulator builds.
+func pageURL(base string, r *http.Request, set func(q url.Values)) string {
 	q := r.URL.Query()
 	q.Del("token")
 	set(q)
-	u := baseURL(r) + r.URL.EscapedPath()
+	u := base + r.URL.EscapedPath()
 	if enc := q.Encode(); enc != "" {
 		u += "?" + enc
 	}

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net/url"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,15 @@ type Options struct {
 	Faults Faults
 	// Live optionally adds new and late points while serving.
 	Live LiveOptions
+	// LastActivity chooses the reading of lastActivity that devices and
+	// variables render (and the oracles report); the zero value is
+	// LastActivityAnyWrite.
+	LastActivity LastActivityMode
+	// PublicURL, when set, is the scheme, host and optional path prefix
+	// (e.g. "https://proxy.example/fleet") of every absolute URL the
+	// simulator builds, next and previous links included, in place of the
+	// request's own scheme and host, as a service behind a proxy does.
+	PublicURL string
 }
 
 // Faults describes failures injected into responses on /api/ paths; the
@@ -91,6 +101,17 @@ type Faults struct {
 	// body's variables); every other request is served without faults. It
 	// turns a rate of 1 into a persistent failure of some variables only.
 	Variables []string
+	// UndecodableVariables are variable ids whose raw-series cells carry
+	// data no decoder accepts: value.value and value.context cells are the
+	// string "n/a" and, in per-variable frames, the timestamps are 1e30.
+	// The other variables of the same request are served as usual. It
+	// applies to every raw-series request, whatever the rates.
+	UndecodableVariables []string
+	// RejectVariables are variable ids that cannot be read: a raw-series
+	// request naming one of them is answered 400 {code: 400001, message,
+	// detail: {variables: [...]}} naming that variable (the first one of
+	// the request), whatever the rates.
+	RejectVariables []string
 }
 
 // LiveOptions makes the simulator add points while it serves, as a real
@@ -165,8 +186,9 @@ type Device struct {
 	Properties   map[string]any `json:"properties"`
 	Organization string         `json:"organization"` // owning organization's id
 	CreatedAt    time.Time      `json:"created_at"`
-	// LastActivityMs is the greatest lastActivity of its variables; 0
-	// when no variable has data.
+	// LastActivityMs is the device's lastActivity under
+	// Options.LastActivity: the greatest of its variables'; 0 when it is
+	// null.
 	LastActivityMs int64      `json:"last_activity_ms"`
 	Variables      []Variable `json:"variables"`
 }
@@ -180,9 +202,11 @@ type Variable struct {
 	DeviceID   string         `json:"device_id"`
 	Properties map[string]any `json:"properties"`
 	CreatedAt  time.Time      `json:"created_at"`
-	// LastActivityMs is the wall-clock time (POSIX ms) at which the
-	// variable's newest data was written: the newest generated point's
-	// timestamp, or the time of the last AddPoints. 0 when empty.
+	// LastActivityMs is the variable's lastActivity (POSIX ms) under
+	// Options.LastActivity, as the API renders it; 0 when it is null. By
+	// default it is when a point was last written: the newest generated
+	// point's timestamp, or the time of the last AddPoints, live point or
+	// writer point, even a late one.
 	LastActivityMs int64 `json:"last_activity_ms"`
 }
 
@@ -260,6 +284,12 @@ type Sim struct {
 	idSeq      uint64 // ids for objects created after generation
 	live       liveState
 
+	// publicURL is Options.PublicURL without a trailing slash.
+	publicURL string
+
+	writersMu sync.Mutex
+	writers   map[*Writer]struct{}
+
 	faultMu   sync.Mutex
 	faults    Faults
 	faultRand *rand.Rand
@@ -309,6 +339,13 @@ func New(opts Options) (*Sim, error) {
 	if err := checkFaults(opts.Faults); err != nil {
 		return nil, err
 	}
+	if opts.LastActivity < LastActivityAnyWrite || opts.LastActivity > LastActivityNone {
+		return nil, fmt.Errorf("fleetsim: unknown last activity mode %d", int(opts.LastActivity))
+	}
+	public, err := checkPublicURL(opts.PublicURL)
+	if err != nil {
+		return nil, err
+	}
 	s := &Sim{
 		opts:      opts,
 		now:       opts.Now,
@@ -319,6 +356,8 @@ func New(opts Options) (*Sim, error) {
 		counters:  map[string]int{},
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
+		publicURL: public,
+		writers:   map[*Writer]struct{}{},
 	}
 	s.setFaults(opts.Faults)
 	expires := s.start.Add(s.tokenTTL)
@@ -340,10 +379,35 @@ func New(opts Options) (*Sim, error) {
 	return s, nil
 }
 
-// Close stops live mode. The handler keeps serving the data as it is.
+// Close stops live mode and every writer still running. The handler keeps
+// serving the data as it is.
 func (s *Sim) Close() {
 	s.closeOnce.Do(func() { close(s.stop) })
 	<-s.done
+	s.writersMu.Lock()
+	ws := make([]*Writer, 0, len(s.writers))
+	for w := range s.writers {
+		ws = append(ws, w)
+	}
+	s.writersMu.Unlock()
+	for _, w := range ws {
+		w.Stop()
+	}
+}
+
+// checkPublicURL validates Options.PublicURL and drops its trailing slash.
+func checkPublicURL(v string) (string, error) {
+	if v == "" {
+		return "", nil
+	}
+	u, err := url.Parse(v)
+	if err != nil {
+		return "", fmt.Errorf("fleetsim: public URL: %w", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return "", fmt.Errorf("fleetsim: public URL %q: want http(s)://host[:port][/prefix] without query, fragment or user", v)
+	}
+	return strings.TrimRight(v, "/"), nil
 }
 
 func checkFaults(f Faults) error {
@@ -373,7 +437,7 @@ func (s *Sim) SetFaults(f Faults) {
 }
 
 func (s *Sim) setFaults(f Faults) {
-	f.Variables = append([]string(nil), f.Variables...)
+	f = f.clone()
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
 	s.faults = f
@@ -384,8 +448,14 @@ func (s *Sim) setFaults(f Faults) {
 func (s *Sim) CurrentFaults() Faults {
 	s.faultMu.Lock()
 	defer s.faultMu.Unlock()
-	f := s.faults
+	return s.faults.clone()
+}
+
+// clone copies f with its own id lists.
+func (f Faults) clone() Faults {
 	f.Variables = append([]string(nil), f.Variables...)
+	f.UndecodableVariables = append([]string(nil), f.UndecodableVariables...)
+	f.RejectVariables = append([]string(nil), f.RejectVariables...)
 	return f
 }
 
@@ -478,16 +548,17 @@ func (s *Sim) deviceSnapshot(d *device) Device {
 		Organization: d.org.id, CreatedAt: d.createdAt,
 	}
 	for _, v := range d.vars {
-		out.Variables = append(out.Variables, v.snapshot())
+		out.Variables = append(out.Variables, s.varSnapshot(v))
 	}
-	out.LastActivityMs = d.lastActivity()
+	out.LastActivityMs, _ = s.deviceActivity(d)
 	return out
 }
 
-func (v *variable) snapshot() Variable {
+func (s *Sim) varSnapshot(v *variable) Variable {
+	la, _ := s.varActivity(v)
 	return Variable{
 		ID: v.id, Label: v.label, Name: v.name, Kind: v.kind.String(), DeviceID: v.dev.id,
-		Properties: cloneMap(v.properties), CreatedAt: v.createdAt, LastActivityMs: v.lastActivity,
+		Properties: cloneMap(v.properties), CreatedAt: v.createdAt, LastActivityMs: la,
 	}
 }
 
@@ -603,7 +674,10 @@ func (s *Sim) Events() []Event {
 
 // AddPoints adds points to a variable: new points, late points behind its
 // newest, or replacements of points at existing timestamps (one point per
-// timestamp). The variable's lastActivity becomes Now(), even for late points.
+// timestamp). Every point is written at Now(): that is its created_at, and
+// under LastActivityAnyWrite the variable's lastActivity becomes Now(), even
+// for late points. Values may be NaN or infinite; the JSON outputs render
+// them as NaN, Infinity and -Infinity.
 func (s *Sim) AddPoints(variableID string, pts []SimPoint) error {
 	if len(pts) == 0 {
 		return nil
@@ -631,7 +705,28 @@ func (s *Sim) AddPoints(variableID string, pts []SimPoint) error {
 	for _, op := range enc {
 		v.ser.insert(op)
 	}
-	v.lastActivity = now
+	v.noteWrite(now)
+	return nil
+}
+
+// DeleteVariable removes a variable and its data from its device and from
+// every list; ErrNotFound when the id is unknown.
+func (s *Sim) DeleteVariable(id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	v, ok := s.vars[id]
+	if !ok {
+		return fmt.Errorf("delete variable %q: %w", id, ErrNotFound)
+	}
+	delete(s.vars, id)
+	d := v.dev
+	out := make([]*variable, 0, len(d.vars))
+	for _, x := range d.vars {
+		if x != v {
+			out = append(out, x)
+		}
+	}
+	d.vars = out
 	return nil
 }
 
