@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -263,7 +264,7 @@ func (w *world) checkOracle() int {
 		switch {
 		case !ok:
 			diffs = append(diffs, fmt.Sprintf("missing %s@%d", k.variable, k.ts))
-		case g.value != v.value || !reflect.DeepEqual(g.context, v.context):
+		case (g.value != v.value && !(math.IsNaN(g.value) && math.IsNaN(v.value))) || !reflect.DeepEqual(g.context, v.context):
 			diffs = append(diffs, fmt.Sprintf("%s@%d: got %v %v, want %v %v", k.variable, k.ts, g.value, g.context, v.value, v.context))
 		}
 	}

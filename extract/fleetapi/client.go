@@ -239,9 +239,14 @@ func (c *Client) apiURL(prefix, escapedPath string, q url.Values) *url.URL {
 // verbatim, and when relative resolved against the page it appeared on
 // (cur; the base URL when nil), as RFC 3986 resolves any link, so that
 // "?page=2" stays on the list it came from. A `token` query
-// parameter is dropped, since a token never travels in a URL. When the link
-// names the base's host over http while the base is https (a proxy
-// artefact), it is upgraded to https.
+// parameter is dropped, since a token never travels in a URL.
+//
+// A link that names another origin than the base URL (another host or
+// port, or http where the base is https) is what a service behind a proxy
+// writes when it builds links from its own address: its path and query are
+// followed on the base URL's scheme, host and port instead (see rebase), so
+// the walk goes on through the proxy, with the token, and never to the
+// other host.
 func (c *Client) resolveNext(cur *url.URL, next string) (*url.URL, error) {
 	u, err := url.Parse(next)
 	if err != nil {
@@ -256,16 +261,46 @@ func (c *Client) resolveNext(cur *url.URL, next string) (*url.URL, error) {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("the next link has scheme %q", u.Scheme)
 	}
-	if c.base.Scheme == "https" && u.Scheme == "http" && u.Port() == "" &&
-		strings.EqualFold(u.Hostname(), c.base.Hostname()) {
-		u.Scheme = "https"
+	if !c.sameOrigin(u) {
+		c.log.Debug("the next link names another host; following its path on the base URL",
+			zap.String("link_host", u.Host), zap.String("path", u.EscapedPath()))
+		u = c.rebase(u)
 	}
 	if q := u.Query(); q.Has("token") {
 		q.Del("token")
 		u.RawQuery = q.Encode()
 	}
 	u.User = nil
+	u.Fragment, u.RawFragment = "", ""
 	return u, nil
+}
+
+// rebase moves u onto the base URL's scheme, host and port, keeping its
+// path and query. When the base URL has a path of its own (a proxy serving
+// the API below a prefix) and u's path does not start with it, the part of
+// u's path from the API version prefix on (/api/v2.0, /api/v1.6) is put
+// below the base path, since the service does not know the proxy's prefix.
+func (c *Client) rebase(u *url.URL) *url.URL {
+	p := u.EscapedPath()
+	if bp := strings.TrimRight(c.base.EscapedPath(), "/"); bp != "" && p != bp && !strings.HasPrefix(p, bp+"/") {
+		for _, prefix := range []string{platformPrefix, dataPrefix} {
+			if i := strings.Index(p, prefix+"/"); i >= 0 {
+				p = bp + p[i:]
+				break
+			}
+		}
+	}
+	out := *c.base
+	out.User = nil
+	out.RawPath = p
+	if up, err := url.PathUnescape(p); err == nil {
+		out.Path = up
+	} else {
+		out.Path, out.RawPath = p, ""
+	}
+	out.RawQuery = u.RawQuery
+	out.Fragment, out.RawFragment = "", ""
+	return &out
 }
 
 // call is one logical request, retried as a whole.
@@ -285,9 +320,13 @@ type call struct {
 	// csv marks a values CSV request, whose retention 403 has an empty body.
 	csv bool
 	// unsafe marks a request that is not idempotent (a create, an assign):
-	// it is retried only after a 429 or a 401, which the service answers
-	// without acting.
+	// it is retried only after a 429, a 420 or a 401, which the service
+	// answers without acting.
 	unsafe bool
+	// variables are the variable ids of a raw-series request, in request
+	// order: a scoped rejection whose body names one of them reports it
+	// through APIError.VariableIndex.
+	variables []string
 }
 
 // errRequestTimeout is the cancellation cause of a request whose timeout
@@ -336,7 +375,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		}
 		if cl.unsafe {
 			var ae *APIError
-			if !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests {
+			if !errors.As(err, &ae) || !rateLimited(ae.Status) {
 				return err
 			}
 		}
@@ -427,6 +466,11 @@ func (c *Client) attempt(ctx context.Context, cl *call) (err error) {
 	if resp.StatusCode == http.StatusForbidden &&
 		(ae.Code == CodeRetention || cl.csv && len(bytes.TrimSpace(data)) == 0) {
 		return &RetentionError{API: ae}
+	}
+	if len(cl.variables) > 0 && ae.VariableScoped() {
+		if i := namedVariable(data, cl.variables); i >= 0 {
+			ae.variable = i + 1
+		}
 	}
 	return ae
 }

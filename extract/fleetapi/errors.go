@@ -48,6 +48,10 @@ type APIError struct {
 
 	// retryAt is the instant named by a Retry-After header; zero if none.
 	retryAt time.Time
+	// variable is 1 + the position, in the raw-series request's variables,
+	// of the one variable the body names; 0 when it names none, several,
+	// or the request was not a raw-series read.
+	variable int
 }
 
 // Error renders the failure on one line: method, path, status, code, message
@@ -132,6 +136,10 @@ func (e *RetentionError) Error() string {
 // Unwrap gives the APIError, so that errors.As finds it too.
 func (e *RetentionError) Unwrap() error { return e.API }
 
+// VariableScoped is false: the retention window is the account's, and the
+// range is rejected whichever variables are asked for.
+func (e *RetentionError) VariableScoped() bool { return false }
+
 // TransportError is a failure below HTTP semantics: the connection could not
 // be made or was reset, the request timed out, or the body was cut
 // mid-stream. It is always retryable.
@@ -162,6 +170,11 @@ func (e *TransportError) Error() string {
 // Unwrap gives the underlying error.
 func (e *TransportError) Unwrap() error { return e.Err }
 
+// VariableIndex is always -1: a failed transport concerns the whole request,
+// even when the body was cut inside one variable's frame (the DecodeError
+// it wraps then names that frame, which errors.As must not reach first).
+func (e *TransportError) VariableIndex() int { return -1 }
+
 // DecodeError is a response body the client cannot read as the service's
 // documentation describes it: bad syntax, an unexpected shape, a frame that
 // does not belong to the requested variable, or a timestamp outside the
@@ -180,6 +193,22 @@ type DecodeError struct {
 	// Err is an underlying error (a read error, io.ErrUnexpectedEOF, a sink
 	// error is never wrapped here).
 	Err error
+
+	// tied says the failure is about what frame Frame holds (so about the
+	// variable VariableID), not about the response as a whole.
+	tied bool
+}
+
+// VariableIndex is the position in the raw-series request's VariableIDs of
+// the variable whose frame the decoder refused (a value or timestamp it
+// cannot read, a malformed context, a timestamp outside the range), or -1
+// when the failure concerns the whole response: its envelope, its frame or
+// column count, a body that ended early.
+func (e *DecodeError) VariableIndex() int {
+	if e.tied && e.Frame >= 0 {
+		return e.Frame
+	}
+	return -1
 }
 
 // Error locates and describes the failure.
@@ -212,12 +241,17 @@ func (e *DecodeError) Unwrap() error { return e.Err }
 // not one it implements.
 var ErrStatisticNotImplemented = errors.New("statistic function not implemented by the service (200 with {})")
 
-// Retryable tells whether err is worth retrying: 5xx, 429 and 408 responses,
-// timeouts, connection failures and bodies cut mid-stream are; other 4xx,
-// decode errors, cancelled contexts and everything else are not.
+// Retryable tells whether err is worth retrying: 5xx, 429, 420 and 408
+// responses, timeouts, connection failures, bodies cut mid-stream and list
+// walks abandoned because the list kept changing are; other 4xx, decode
+// errors, cancelled contexts and everything else are not.
 func Retryable(err error) bool {
 	var te *TransportError
 	if errors.As(err, &te) {
+		return true
+	}
+	var lc *ListChangedError
+	if errors.As(err, &lc) {
 		return true
 	}
 	var ae *APIError
@@ -227,8 +261,158 @@ func Retryable(err error) bool {
 	return false
 }
 
+// StatusAPILimitExceeded is the non-standard HTTP 420 ("API limit
+// exceeded", Twitter's old "enhance your calm") with which the hosted
+// service behind the spec answers some requests over its rate limit, as it
+// answers others with 429.
+const StatusAPILimitExceeded = 420
+
 func retryableStatus(status int) bool {
-	return status >= 500 || status == http.StatusTooManyRequests || status == http.StatusRequestTimeout
+	return status >= 500 || rateLimited(status) || status == http.StatusRequestTimeout
+}
+
+// rateLimited tells whether status is one of the rate-limit answers (429 and
+// 420), which the service gives without acting on the request.
+func rateLimited(status int) bool {
+	return status == http.StatusTooManyRequests || status == StatusAPILimitExceeded
+}
+
+// VariableScoped reports a permanent rejection that one of the request's
+// variables may have caused: a 4xx other than those that concern the token,
+// the account or the service as a whole, which are 401 (credentials), 402
+// (payment required), 407 (proxy credentials), 408 (timeout), 420 and 429
+// (rate limits) and the 403 with code 403003 (retention window). 5xx and
+// every other status are not scoped.
+func (e *APIError) VariableScoped() bool {
+	if e.Status < 400 || e.Status > 499 {
+		return false
+	}
+	switch e.Status {
+	case http.StatusUnauthorized, http.StatusPaymentRequired, http.StatusProxyAuthRequired,
+		http.StatusRequestTimeout, http.StatusTooManyRequests, StatusAPILimitExceeded:
+		return false
+	case http.StatusForbidden:
+		return e.Code != CodeRetention
+	}
+	return true
+}
+
+// VariableIndex is, for a raw-series rejection that VariableScoped reports
+// and whose body (message, detail or any other string or key in it) names
+// exactly one of the requested variable ids, that variable's position in the
+// request's VariableIDs; -1 otherwise.
+func (e *APIError) VariableIndex() int {
+	if e.variable <= 0 || !e.VariableScoped() {
+		return -1
+	}
+	return e.variable - 1
+}
+
+// namedVariable returns the position in ids of the one id that body names
+// (in any string or object key of a JSON body, or anywhere in another
+// body), or -1 when it names none or more than one. An id counts only as a
+// whole word: not followed or preceded by a letter, digit, '_' or '-'.
+func namedVariable(body []byte, ids []string) int {
+	var texts []string
+	var doc any
+	if json.Unmarshal(body, &doc) == nil {
+		texts = jsonTexts(doc, texts)
+	} else {
+		texts = append(texts, string(body))
+	}
+	found := -1
+	for i, id := range ids {
+		if id == "" {
+			continue
+		}
+		for _, t := range texts {
+			if containsWord(t, id) {
+				if found >= 0 {
+					return -1
+				}
+				found = i
+				break
+			}
+		}
+	}
+	return found
+}
+
+// jsonTexts appends every string and object key held by v.
+func jsonTexts(v any, out []string) []string {
+	switch v := v.(type) {
+	case string:
+		out = append(out, v)
+	case []any:
+		for _, e := range v {
+			out = jsonTexts(e, out)
+		}
+	case map[string]any:
+		for k, e := range v {
+			out = append(out, k)
+			out = jsonTexts(e, out)
+		}
+	}
+	return out
+}
+
+// containsWord tells whether word occurs in s with no id character on
+// either side.
+func containsWord(s, word string) bool {
+	for from := 0; from <= len(s)-len(word); {
+		i := strings.Index(s[from:], word)
+		if i < 0 {
+			return false
+		}
+		i += from
+		end := i + len(word)
+		if (i == 0 || !idChar(s[i-1])) && (end == len(s) || !idChar(s[end])) {
+			return true
+		}
+		from = i + 1
+	}
+	return false
+}
+
+func idChar(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-'
+}
+
+// ListChangedError is a list walk abandoned because pages kept vanishing
+// under it: a page after the first answered 404 ("Invalid page.") because
+// the list shrank while it was paged, and restarting the walk from its first
+// page did not help within the allowed restarts. The parent object exists
+// (its first page answered), so this is neither a NotFound nor permanent: a
+// later walk may succeed.
+type ListChangedError struct {
+	// List is the list's URL path, without the query.
+	List string
+	// Restarts is how many times the walk started over.
+	Restarts int
+	// Last is the 404 that ended the walk.
+	Last *APIError
+}
+
+// Error names the list and the last failure.
+func (e *ListChangedError) Error() string {
+	if e.Last == nil {
+		return fmt.Sprintf("list %s kept shrinking while it was paged: gave up after %d restarts from page 1", e.List, e.Restarts)
+	}
+	return fmt.Sprintf("list %s kept shrinking while it was paged: a page past the first was gone again after %d restarts from page 1 (last: HTTP %d %s)",
+		e.List, e.Restarts, e.Last.Status, oneLine(renderDetailOrMessage(e.Last), 100))
+}
+
+// Retryable is true: a later walk, when the list has settled, may succeed.
+func (e *ListChangedError) Retryable() bool { return true }
+
+func renderDetailOrMessage(e *APIError) string {
+	switch {
+	case e.Detail != nil:
+		return renderDetail(e.Detail)
+	case e.Message != "":
+		return e.Message
+	}
+	return http.StatusText(e.Status)
 }
 
 // IsRetention tells whether err is a range rejected for reaching past the

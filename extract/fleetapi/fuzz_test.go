@@ -30,11 +30,14 @@ func (s *validatingSink) Point(i int, p pipeline.Point) error {
 	if p.TsMs < s.req.Start || p.TsMs > s.req.End {
 		s.t.Fatalf("timestamp %d outside [%d, %d] passed through", p.TsMs, s.req.Start, s.req.End)
 	}
-	if !json.Valid(p.Context) || len(p.Context) == 0 || p.Context[0] != '{' {
+	// NaN, Infinity and -Infinity are kept verbatim in a context; the rest
+	// must be JSON.
+	ctx := finiteJSON(p.Context)
+	if !json.Valid(ctx) || len(ctx) == 0 || ctx[0] != '{' {
 		s.t.Fatalf("context %q is not a JSON object", p.Context)
 	}
 	var buf bytes.Buffer
-	if err := json.Compact(&buf, p.Context); err != nil || !bytes.Equal(buf.Bytes(), p.Context) {
+	if err := json.Compact(&buf, ctx); err != nil || !bytes.Equal(buf.Bytes(), ctx) {
 		s.t.Fatalf("context %q is not compact", p.Context)
 	}
 	s.count++
@@ -60,6 +63,7 @@ func FuzzDecodeSeries(f *testing.F) {
 	f.Add([]byte(`{"columns":[[],[]],"results":[[],[]]}`), true)
 	f.Add(seriesBodyFor([]string{"v1", "v2"}, 3, t0), true)
 	f.Add([]byte(`{"columns":[["timestamp","v1.value.value"]],"results":[[[1700000001,1]]]}`), false)
+	f.Add([]byte(`{"columns":[["timestamp","v1.value.value","v1.value.context"],["timestamp","v2.value.value","v2.value.context"]],"results":[[[1700000001000,NaN,{"a":NaN,"b":[Infinity,-Infinity]}]],[[1700000002000,-Infinity,null],[1700000003000,Infinity,{}]]]}`), true)
 	f.Fuzz(func(t *testing.T, body []byte, oneByte bool) {
 		req := pipeline.SeriesRequest{VariableIDs: []string{"v1", "v2"}, Start: t0, End: t0 + 10_000, Limit: 3}
 		var r io.Reader = bytes.NewReader(body)
@@ -88,9 +92,10 @@ func FuzzDecodeValuesCSV(f *testing.F) {
 	f.Add(head + `1700000000000,x,1,"b'{""q"": ""it\'s"", ""u"": ""\\u00e9"", ""raw"": ""\xc3\xa9""}'"` + "\r\n")
 	f.Add(head + `1700000000000,x,,b''` + "\n")
 	f.Add("")
+	f.Add(head + `1700000000000,x,-inf,"b'{""a"": NaN, ""b"": [Infinity, -Infinity]}'"` + "\r\n")
 	f.Fuzz(func(t *testing.T, body string) {
 		err := DecodeValuesCSV(strings.NewReader(body), func(p pipeline.Point) error {
-			if !json.Valid(p.Context) || p.Context[0] != '{' {
+			if ctx := finiteJSON(p.Context); !json.Valid(ctx) || ctx[0] != '{' {
 				t.Fatalf("context %q is not a JSON object", p.Context)
 			}
 			return nil
@@ -133,6 +138,31 @@ func FuzzLatLng(f *testing.F) {
 		lat, lng, hasLat, hasLng := LatLng(ctx)
 		if !hasLat && lat != 0 || !hasLng && lng != 0 {
 			t.Fatalf("a value without its flag: %v %v %v %v", lat, lng, hasLat, hasLng)
+		}
+	})
+}
+
+func FuzzDecodeValuesPage(f *testing.F) {
+	f.Add([]byte(`{"count":2,"next":"?page=2","previous":null,"results":[{"timestamp":1700000000000,"value":NaN,"context":{"a":-Infinity}},{"timestamp":"1700000001000","value":"2.5","context":null}]}`))
+	f.Add([]byte(`[{"timestamp":1700000000000,"value":Infinity,"context":{ "s" : "NaN" }}]`))
+	f.Add([]byte(`{"count":true,"next":5,"results":null}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var page pageEnvelope[valueJSON]
+		if err := decodeValuesPage(bytes.NewReader(body), &page); err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v (%T) is not a *DecodeError", err, err)
+			}
+			return
+		}
+		for _, v := range page.Results {
+			p, ok := v.point()
+			if !ok {
+				continue
+			}
+			if ctx := finiteJSON(p.Context); !json.Valid(ctx) || ctx[0] != '{' {
+				t.Fatalf("context %q is not a JSON object", p.Context)
+			}
 		}
 	})
 }

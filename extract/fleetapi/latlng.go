@@ -33,7 +33,7 @@ func LatLng(ctx []byte) (lat, lng float64, hasLat, hasLng bool) {
 		isLat := string(key) == "lat"
 		if isLat || string(key) == "lng" {
 			f, ok := 0.0, false
-			if c := ctx[vs]; c == '-' || c >= '0' && c <= '9' {
+			if c := ctx[vs]; c == '-' && vs+1 < ve && ctx[vs+1] != 'I' || c >= '0' && c <= '9' {
 				if v, err := parseFloat(ctx[vs:ve]); err == nil {
 					f, ok = v, true
 				}

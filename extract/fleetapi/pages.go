@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+
+	"go.uber.org/zap"
 )
 
 // pageEnvelope is a Platform API list page. Count is kept raw because the
@@ -52,39 +55,102 @@ func link(raw json.RawMessage) *string {
 	return &s
 }
 
+// listItem is a list result with an identity: listPages restarts a walk
+// whose later page vanished only for such items, and never hands the same
+// key to fn twice. An empty key is never deduplicated.
+type listItem interface {
+	listKey() string
+}
+
+// maxListRestarts bounds how often one list walk starts over from its first
+// page after a later page vanished.
+const maxListRestarts = 3
+
 // listPages calls fn for every result of a paginated list starting at first,
 // following each page's `next` link verbatim until it is null. It serves
 // both the page-number lists and the cursor-paginated event logs, since
 // neither needs the client to build a page or cursor itself. Each page is
 // decoded whole before fn sees its items, so a failed page is retried
 // without fn seeing anything twice.
+//
+// For results with an identity (listItem), a 404 on a page after the first
+// (the service's {"detail": "Invalid page."}) means the list shrank while
+// it was paged, not that its parent is gone: the walk starts over from the
+// first page, at most maxListRestarts times (then a *ListChangedError), and
+// fn never sees the same id twice. A 404 on the first page, and a 404
+// with code 404001 (an unknown object) on any page, are returned as they
+// are: the parent is gone.
 func listPages[T any](ctx context.Context, c *Client, endpoint string, first *url.URL, fn func(T) error) error {
+	_, keyed := any(*new(T)).(listItem)
+	var yielded map[string]struct{}
+	if keyed {
+		yielded = make(map[string]struct{})
+	}
+	for restarts := 0; ; restarts++ {
+		gone, err := listPass(ctx, c, endpoint, first, yielded, fn)
+		if gone == nil {
+			return err
+		}
+		if restarts == maxListRestarts {
+			return &ListChangedError{List: first.EscapedPath(), Restarts: restarts, Last: gone}
+		}
+		c.log.Info("a page of a list vanished while it was paged; reading the list again from its first page",
+			zap.String("path", first.EscapedPath()), zap.Int("restart", restarts+1), zap.Error(gone))
+	}
+}
+
+// listPass walks the list once from first. gone is the 404 of a page after
+// the first when the results are keyed (yielded is not nil) and the caller
+// should start over; err is any other failure.
+func listPass[T any](ctx context.Context, c *Client, endpoint string, first *url.URL, yielded map[string]struct{}, fn func(T) error) (gone *APIError, err error) {
 	seen := make(map[string]bool)
 	u := first
 	for n := 1; u != nil; n++ {
 		key := u.String()
 		if seen[key] {
-			return fmt.Errorf("list %s: page %d links back to a page already read (%s)", first.EscapedPath(), n, u.EscapedPath())
+			return nil, fmt.Errorf("list %s: page %d links back to a page already read (%s)", first.EscapedPath(), n, u.EscapedPath())
 		}
 		seen[key] = true
 		var page pageEnvelope[T]
 		err := c.do(ctx, &call{method: http.MethodGet, endpoint: endpoint, u: u, accept: "application/json",
-			handle: func(_ *http.Response, body io.Reader) error { return decodeJSON(body, &page) }})
+			handle: func(_ *http.Response, body io.Reader) error { return decodePage(body, &page) }})
 		if err != nil {
-			return fmt.Errorf("list %s page %d: %w", first.EscapedPath(), n, err)
+			var ae *APIError
+			if yielded != nil && n > 1 && errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Code != CodeNotFound {
+				return ae, nil
+			}
+			return nil, fmt.Errorf("list %s page %d: %w", first.EscapedPath(), n, err)
 		}
 		for _, item := range page.Results {
+			if yielded != nil {
+				if k := any(item).(listItem).listKey(); k != "" {
+					if _, dup := yielded[k]; dup {
+						continue
+					}
+					yielded[k] = struct{}{}
+				}
+			}
 			if err := fn(item); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		cur := u
 		u = nil
 		if page.Next != nil && *page.Next != "" {
 			if u, err = c.resolveNext(cur, *page.Next); err != nil {
-				return fmt.Errorf("list %s page %d: %w", first.EscapedPath(), n, err)
+				return nil, fmt.Errorf("list %s page %d: %w", first.EscapedPath(), n, err)
 			}
 		}
 	}
-	return nil
+	return nil, nil
+}
+
+// decodePage reads one list page. GET values pages go through
+// decodeValuesPage, which takes the NaN and Infinity tokens a data point may
+// hold; every other list is plain JSON.
+func decodePage[T any](body io.Reader, page *pageEnvelope[T]) error {
+	if vp, ok := any(page).(*pageEnvelope[valueJSON]); ok {
+		return decodeValuesPage(body, vp)
+	}
+	return decodeJSON(body, page)
 }

@@ -84,6 +84,27 @@ func ref(raw json.RawMessage) (id, label string) {
 	return string(s), ""
 }
 
+// rawItem is a list result kept whole (a dashboard, an event log entry),
+// whose fields are not documented beyond an id.
+type rawItem json.RawMessage
+
+// UnmarshalJSON keeps a copy of b.
+func (r *rawItem) UnmarshalJSON(b []byte) error {
+	*r = append((*r)[:0], b...)
+	return nil
+}
+
+// listKey is the object's id, "" when it has none.
+func (r rawItem) listKey() string {
+	var head struct {
+		ID looseString `json:"id"`
+	}
+	if json.Unmarshal(r, &head) != nil {
+		return ""
+	}
+	return string(head.ID)
+}
+
 // deviceJSON is a device as the Platform API returns it. Every field is
 // read leniently (see looseString): only those the spec lists are used.
 type deviceJSON struct {
@@ -97,6 +118,8 @@ type deviceJSON struct {
 	CreatedAt    looseTime       `json:"createdAt"`
 	LastActivity looseMillis     `json:"lastActivity"`
 }
+
+func (d deviceJSON) listKey() string { return string(d.ID) }
 
 func (d deviceJSON) device() pipeline.Device {
 	return pipeline.Device{
@@ -119,6 +142,8 @@ type variableJSON struct {
 	CreatedAt    looseTime       `json:"createdAt"`
 	LastActivity looseMillis     `json:"lastActivity"`
 }
+
+func (v variableJSON) listKey() string { return string(v.ID) }
 
 func (v variableJSON) variable() pipeline.Variable {
 	devID, devLabel := ref(v.Device)
@@ -278,6 +303,8 @@ type groupJSON struct {
 	CreatedAt    looseTime       `json:"createdAt"`
 }
 
+func (g groupJSON) listKey() string { return string(g.ID) }
+
 func (g groupJSON) group() DeviceGroup {
 	org, _ := ref(g.Organization)
 	out := DeviceGroup{ID: string(g.ID), Label: string(g.Label), Name: string(g.Name), URL: string(g.URL),
@@ -334,6 +361,8 @@ type orgJSON struct {
 	CreatedAt looseTime   `json:"createdAt"`
 }
 
+func (o orgJSON) listKey() string { return string(o.ID) }
+
 func (o orgJSON) org() Organization {
 	return Organization{ID: string(o.ID), Label: string(o.Label), Name: string(o.Name), URL: string(o.URL), CreatedAt: o.CreatedAt.Time()}
 }
@@ -387,7 +416,8 @@ type Dashboard struct {
 // (GET /organizations/{key}/dashboards/), which an ordinary token may read.
 func (c *Client) OrganizationDashboards(ctx context.Context, key string, fn func(Dashboard) error) error {
 	u := c.apiURL(platformPrefix, "/organizations/"+esc(key)+"/dashboards/", c.listQuery())
-	err := listPages(ctx, c, epOrganizationDashboards, u, func(raw json.RawMessage) error {
+	err := listPages(ctx, c, epOrganizationDashboards, u, func(item rawItem) error {
+		raw := json.RawMessage(item)
 		var head struct {
 			ID    looseString `json:"id"`
 			Label looseString `json:"label"`
@@ -427,7 +457,8 @@ func (c *Client) EventLogs(ctx context.Context, eventKey string, pageSize int, f
 		q.Set("page_size", strconv.Itoa(pageSize))
 	}
 	u := c.apiURL(platformPrefix, "/events/"+esc(eventKey)+"/logs/", q)
-	err := listPages(ctx, c, epEventLogs, u, func(raw json.RawMessage) error {
+	err := listPages(ctx, c, epEventLogs, u, func(item rawItem) error {
+		raw := json.RawMessage(item)
 		var head struct {
 			ID        looseString `json:"id"`
 			CreatedAt looseTime   `json:"createdAt"`

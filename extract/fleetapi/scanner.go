@@ -158,6 +158,76 @@ func (s *scanner) literal(lit string) error {
 	return nil
 }
 
+// The bare tokens that Python's json module writes by default for the
+// non-finite floats. They are not JSON, but a service written in Python
+// sends them unless it was told not to, so the decoders take them as a
+// point's value and keep them verbatim inside a context.
+const (
+	tokNaN    = "NaN"
+	tokInf    = "Infinity"
+	tokNegInf = "-Infinity"
+)
+
+// nonFiniteToken tells which of NaN, Infinity and -Infinity starts at the
+// current position, "" when none does. It consumes nothing.
+func (s *scanner) nonFiniteToken() (string, error) {
+	for s.end-s.pos < 2 {
+		if !s.fill() {
+			break
+		}
+	}
+	if s.pos >= s.end {
+		return "", s.eofErr()
+	}
+	switch s.buf[s.pos] {
+	case 'N':
+		return tokNaN, nil
+	case 'I':
+		return tokInf, nil
+	case '-':
+		if s.pos+1 < s.end && s.buf[s.pos+1] == 'I' {
+			return tokNegInf, nil
+		}
+	}
+	return "", nil
+}
+
+// nonFiniteValue is the float a bare token stands for.
+func nonFiniteValue(tok string) float64 {
+	switch tok {
+	case tokInf:
+		return math.Inf(1)
+	case tokNegInf:
+		return math.Inf(-1)
+	default:
+		return math.NaN()
+	}
+}
+
+// notNumber is the error for a cell (what: "a value", "a timestamp") that
+// holds something other than a number, c being its first byte; a string is
+// quoted in the message, clipped.
+func (s *scanner) notNumber(what string, c byte) error {
+	found := fmt.Sprintf("%q", c)
+	switch c {
+	case '"':
+		if str, err := s.stringValue(); err == nil {
+			found = fmt.Sprintf("the string %q", clip(str, 40))
+		} else {
+			found = "a string"
+		}
+	case '{':
+		found = "an object"
+	case '[':
+		found = "an array"
+	case 't', 'f':
+		found = "a boolean"
+	case 'N', 'I', '-':
+		found = "a non-finite number"
+	}
+	return syntaxf("%s must be a number, found %s", what, found)
+}
+
 // numChars are the bytes a JSON number may hold.
 var numChars = [256]bool{'0': true, '1': true, '2': true, '3': true, '4': true, '5': true,
 	'6': true, '7': true, '8': true, '9': true, '-': true, '+': true, '.': true, 'e': true, 'E': true}
@@ -331,11 +401,11 @@ func (s *scanner) walk(dst *[]byte, max int) error {
 				return s.eofErr()
 			}
 		}
-	case numChars[c] || c == 't' || c == 'f' || c == 'n':
+	case numChars[c] || c == 't' || c == 'f' || c == 'n' || c == 'N' || c == 'I':
 		for {
 			start := s.pos
 			i := s.pos
-			for i < s.end && (numChars[s.buf[i]] || s.buf[i] >= 'a' && s.buf[i] <= 'z') {
+			for i < s.end && (numChars[s.buf[i]] || s.buf[i] >= 'a' && s.buf[i] <= 'z' || s.buf[i] >= 'A' && s.buf[i] <= 'Z') {
 				i++
 			}
 			if err := keep(s.buf[start:i]); err != nil {
@@ -359,7 +429,9 @@ func (s *scanner) walk(dst *[]byte, max int) error {
 
 // scanValue validates the JSON value starting at b[i] and returns the index
 // just past it and whether it holds insignificant whitespace. It returns
-// errShort when b ends before the value does.
+// errShort when b ends before the value does. Besides JSON it accepts the
+// bare tokens NaN, Infinity and -Infinity wherever a number may stand (see
+// tokNaN).
 func scanValue(b []byte, i int, depth int) (int, bool, error) {
 	if i >= len(b) {
 		return i, false, errShort
@@ -444,6 +516,12 @@ func scanValue(b []byte, i int, depth int) (int, bool, error) {
 		return scanLiteral(b, i, "false")
 	case c == 'n':
 		return scanLiteral(b, i, "null")
+	case c == 'N':
+		return scanLiteral(b, i, tokNaN)
+	case c == 'I':
+		return scanLiteral(b, i, tokInf)
+	case c == '-' && i+1 < len(b) && b[i+1] == 'I':
+		return scanLiteral(b, i, tokNegInf)
 	case c == '-' || c >= '0' && c <= '9':
 		j, err := scanNumber(b, i)
 		return j, false, err
@@ -761,7 +839,10 @@ func parseMillis(b []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if f != math.Trunc(f) || f < -9.2e18 || f > 9.2e18 {
+	if f < -9.2e18 || f > 9.2e18 {
+		return 0, syntaxf("timestamp %s is out of range for POSIX milliseconds", b)
+	}
+	if f != math.Trunc(f) {
 		return 0, syntaxf("timestamp %s is not a whole number of milliseconds", b)
 	}
 	return int64(f), nil

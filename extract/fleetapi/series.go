@@ -35,10 +35,19 @@ const (
 // columns are known.
 //
 // A row with a null timestamp or value is counted in its frame's row count
-// but yields no point. A null or empty context becomes "{}", and a context
-// holding whitespace is compacted. A timestamp outside [req.Start, req.End],
-// such as a seconds-precision one, is a *DecodeError naming the variable, as
-// is a frame count different from the variable count.
+// but yields no point. The bare tokens NaN, Infinity and -Infinity, which
+// Python's json module writes by default, are read as a value (math.NaN(),
+// ±Inf) and kept verbatim inside a context. A null or empty context becomes
+// "{}", and a context holding whitespace is compacted. A timestamp outside
+// [req.Start, req.End], such as a seconds-precision one, is a *DecodeError
+// naming the variable, as is a frame count different from the variable
+// count.
+//
+// A *DecodeError about what one frame holds (a value or timestamp it cannot
+// read, a malformed context, a timestamp outside the range) reports that
+// frame's position in req.VariableIDs through VariableIndex; one about the
+// response as a whole (its envelope, its frame or column count, a body that
+// ended early) reports -1.
 //
 // Errors from the sink are returned wrapped but otherwise unchanged. On any
 // error the sink may have received part of the response, which the caller
@@ -119,6 +128,7 @@ func (d *seriesDecoder) locate(err error) error {
 	switch {
 	case errors.As(err, &sy):
 		e.Msg = sy.msg
+		e.tied = e.VariableID != ""
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		e.Msg, e.Err = "the body ended before the JSON document did", err
 	default:
@@ -134,9 +144,12 @@ func (d *seriesDecoder) variable(i int) string {
 	return ""
 }
 
+// fail reports a problem at the decoder's position; inside a frame it is
+// tied to that frame's variable.
 func (d *seriesDecoder) fail(format string, args ...any) error {
-	return &DecodeError{VariableID: d.variable(d.frame), Frame: d.frame, Row: d.row,
-		Offset: d.s.offset(), Msg: fmt.Sprintf(format, args...)}
+	vid := d.variable(d.frame)
+	return &DecodeError{VariableID: vid, Frame: d.frame, Row: d.row, Offset: d.s.offset(),
+		Msg: fmt.Sprintf(format, args...), tied: vid != ""}
 }
 
 // bufferLimit bounds the bytes of `results` held when they come before
@@ -442,6 +455,7 @@ func (d *seriesDecoder) results() error {
 	} else {
 		for {
 			if k >= len(d.req.VariableIDs) {
+				d.frame, d.row = -1, -1
 				return d.fail("the response has more frames than the %d requested variables", len(d.req.VariableIDs))
 			}
 			d.frame = k
@@ -597,14 +611,23 @@ func (d *seriesDecoder) millisCell() (int64, bool, error) {
 	if c == 'n' {
 		return 0, false, d.s.literal("null")
 	}
-	if c != '-' && (c < '0' || c > '9') {
-		return 0, false, syntaxf("a timestamp must be a number, found %q", c)
+	if c >= '0' && c <= '9' {
+		v, err := d.s.readMillis()
+		return v, err == nil, err
+	}
+	tok, err := d.s.nonFiniteToken()
+	if err != nil {
+		return 0, false, err
+	}
+	if tok != "" || c != '-' {
+		return 0, false, d.s.notNumber("a timestamp", c)
 	}
 	v, err := d.s.readMillis()
 	return v, err == nil, err
 }
 
-// floatCell reads a value cell; ok is false for null.
+// floatCell reads a value cell; ok is false for null. NaN, Infinity and
+// -Infinity give the non-finite floats.
 func (d *seriesDecoder) floatCell() (float64, bool, error) {
 	c, err := d.s.peek()
 	if err != nil {
@@ -613,8 +636,22 @@ func (d *seriesDecoder) floatCell() (float64, bool, error) {
 	if c == 'n' {
 		return 0, false, d.s.literal("null")
 	}
-	if c != '-' && (c < '0' || c > '9') {
-		return 0, false, syntaxf("a value must be a number, found %q", c)
+	if c >= '0' && c <= '9' {
+		v, err := d.s.readFloat()
+		return v, err == nil, err
+	}
+	tok, err := d.s.nonFiniteToken()
+	if err != nil {
+		return 0, false, err
+	}
+	if tok != "" {
+		if err := d.s.literal(tok); err != nil {
+			return 0, false, err
+		}
+		return nonFiniteValue(tok), true, nil
+	}
+	if c != '-' {
+		return 0, false, d.s.notNumber("a value", c)
 	}
 	v, err := d.s.readFloat()
 	return v, err == nil, err
@@ -638,6 +675,10 @@ func (d *seriesDecoder) contextCell(dst []byte) ([]byte, bool, error) {
 		}
 		v, space, err := s.value()
 		if err != nil {
+			var sy *syntaxError
+			if errors.As(err, &sy) {
+				return dst, false, syntaxf("malformed context: %s", sy.msg)
+			}
 			return dst, false, err
 		}
 		if space {
@@ -772,7 +813,7 @@ func (d *seriesDecoder) joinedResults() error {
 				}
 				if err := d.checkTimestamp(ts); err != nil {
 					if de, ok := err.(*DecodeError); ok {
-						de.VariableID, de.Frame = d.req.VariableIDs[i], i
+						de.VariableID, de.Frame, de.tied = d.req.VariableIDs[i], i, true
 					}
 					return err
 				}
