@@ -166,6 +166,12 @@ func (b *bench) measure(ctx context.Context) error {
 			fail("incr", err)
 		}
 	}
+	if b.o.only["idle"] && ctx.Err() == nil {
+		b.logf("== idle")
+		if err := b.idleFleet(ctx); err != nil {
+			fail("idle", err)
+		}
+	}
 	if b.o.only["gobench"] && ctx.Err() == nil {
 		b.logf("== gobench")
 		if err := b.goBenchmarks(ctx); err != nil {

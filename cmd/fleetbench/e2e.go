@@ -12,8 +12,12 @@ import (
 )
 
 // syncConfig is the fleetsync configuration of one benchmark database.
-func (b *bench) syncConfig(path, baseURL, db string, rowsPerRequest int) error {
+func (b *bench) syncConfig(path, baseURL, db string, rowsPerRequest int, syncExtra ...string) error {
 	t := b.o.tune
+	extra := ""
+	for _, l := range syncExtra {
+		extra += "  " + l + "\n"
+	}
 	cfg := fmt.Sprintf(`source:
   base_url: %s
   token: %s
@@ -24,7 +28,7 @@ sync:
   max_in_flight: %d
   batch_rows: %d
   insert_workers: %d
-clickhouse:
+%sclickhouse:
   addr: ["%s"]
   database: %s
 metrics:
@@ -32,7 +36,7 @@ metrics:
 log:
   level: info
   format: json
-`, baseURL, token, t.PageSize, rowsPerRequest, t.VariablesPerRequest, t.MaxInFlight, t.BatchRows, t.InsertWorkers, b.ch.Addr(), db)
+`, baseURL, token, t.PageSize, rowsPerRequest, t.VariablesPerRequest, t.MaxInFlight, t.BatchRows, t.InsertWorkers, extra, b.ch.Addr(), db)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("write fleetsync config: %w", err)
 	}

@@ -32,7 +32,7 @@ func (b *bench) goBenchmarks(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("go %s: %w: %s", strings.Join(args, " "), err, tailString(string(out), 1500))
 	}
-	sec := b.section("6. Go benchmarks of the hot loops, one core")
+	sec := b.section("7. Go benchmarks of the hot loops, one core")
 	sec.note("`go %s` (the harness runs it from the module root).", strings.Join(args, " "))
 	figs := map[string]*figure{}
 	fig := func(key, name, unit string, digits int) *figure {

@@ -88,21 +88,32 @@ func (c *simControl) reset(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/_sim/counters/reset", nil, nil)
 }
 
-// incremental measures the request cost of cycles after a first sync: one
-// where 1 % of the variables received new points and one where nothing
-// changed.
-func (b *bench) incremental(ctx context.Context) error {
+// startIncrFleet stops the 5 M fleet's fleetsim, which the incremental
+// measurements do not need, and starts one serving their 10 000-variable
+// fleet.
+func (b *bench) startIncrFleet(ctx context.Context) (*simProc, *simControl, error) {
 	s := b.o.sizes
 	b.sim.stop()
 	b.sim = nil
 	sim, err := startSim(ctx, filepath.Join(b.o.bin, "fleetsim"), simArgs(s.incrDevices, s.incrVars, s.incrPoints, "1d")...)
 	if err != nil {
+		return nil, nil, err
+	}
+	b.logf("fleetsim pid %d on %s: %d devices × %d variables × %d points", sim.pid(), sim.url, s.incrDevices, s.incrVars, s.incrPoints)
+	return sim, &simControl{base: sim.url, hc: &http.Client{Timeout: time.Minute}}, nil
+}
+
+// incremental measures the request cost of cycles after a first sync: one
+// where 1 % of the variables received new points and one where nothing
+// changed.
+func (b *bench) incremental(ctx context.Context) error {
+	s := b.o.sizes
+	sim, ctl, err := b.startIncrFleet(ctx)
+	if err != nil {
 		return err
 	}
 	defer sim.stop()
 	nvars := s.incrDevices * s.incrVars
-	b.logf("fleetsim pid %d on %s: %d devices × %d variables × %d points", sim.pid(), sim.url, s.incrDevices, s.incrVars, s.incrPoints)
-	ctl := &simControl{base: sim.url, hc: &http.Client{Timeout: time.Minute}}
 	var devices []struct {
 		Variables []struct {
 			ID string `json:"id"`

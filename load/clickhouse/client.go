@@ -158,7 +158,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 		conn.Close()
 		return nil, err
 	}
-	c := &Client{cfg: cfg, conn: conn, log: logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), metrics: m}
+	c := &Client{cfg: cfg, conn: guardedConn{conn}, log: logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), metrics: m}
 	c.insertPointsSQL = "INSERT INTO " + c.Table(TableDatapoints) + " (" + pointColumnList + ")"
 	return c, nil
 }
