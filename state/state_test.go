@@ -12,13 +12,13 @@ import (
 	"time"
 
 	chload "github.com/fleetsync/fleetsync/load/clickhouse"
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	chserver.StopShared()
+	chtest.StopShared()
 	os.Exit(code)
 }
 
@@ -30,8 +30,8 @@ type store interface {
 
 func newClickHouseStore(t *testing.T) (*ClickHouse, *chload.Client) {
 	t.Helper()
-	srv := chserver.Shared(t)
-	c, err := chload.Open(context.Background(), chload.Config{Addr: []string{srv.Addr()}, Database: chserver.NewDatabase(t, srv), MaxElapsed: 10 * time.Second}, nil, nil)
+	srv := chtest.Shared(t)
+	c, err := chload.Open(context.Background(), chload.Config{Addr: []string{srv.Addr()}, Database: chtest.NewDatabase(t, srv), MaxElapsed: 10 * time.Second}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

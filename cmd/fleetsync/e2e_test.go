@@ -22,11 +22,12 @@ import (
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 )
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	chserver.StopShared()
+	chtest.StopShared()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
@@ -60,7 +61,7 @@ type worldOpts struct {
 // the token file. The caller serves w.sim over HTTP.
 func startWorld(t *testing.T, srv *chserver.Server, opts, defaults fleetsim.Options) *world {
 	t.Helper()
-	w := &world{t: t, chAddr: srv.Addr(), db: chserver.NewDatabase(t, srv), dir: t.TempDir(), retention: 730 * 24 * time.Hour, margin: time.Hour}
+	w := &world{t: t, chAddr: srv.Addr(), db: chtest.NewDatabase(t, srv), dir: t.TempDir(), retention: 730 * 24 * time.Hour, margin: time.Hour}
 	if opts.Seed == 0 {
 		opts.Seed = defaults.Seed
 	}
@@ -86,7 +87,7 @@ func startWorld(t *testing.T, srv *chserver.Server, opts, defaults fleetsim.Opti
 
 func newWorld(t *testing.T, o worldOpts) *world {
 	t.Helper()
-	w := startWorld(t, chserver.Shared(t), o.sim, fleetsim.Options{Seed: 7, Devices: 4, Variables: 4, Points: 300, Span: 30 * 24 * time.Hour})
+	w := startWorld(t, chtest.Shared(t), o.sim, fleetsim.Options{Seed: 7, Devices: 4, Variables: 4, Points: 300, Span: 30 * 24 * time.Hour})
 	w.http = httptest.NewServer(w.sim)
 	t.Cleanup(w.http.Close)
 	w.cfgPath = filepath.Join(w.dir, "fleetsync.yaml")
@@ -584,7 +585,7 @@ func fleetsyncBinary(t *testing.T) string {
 }
 
 func TestDemoSyncsAndPrintsExampleQueries(t *testing.T) {
-	srv := chserver.Shared(t)
+	srv := chtest.Shared(t)
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"demo", "--clickhouse", srv.Addr(), "--devices", "2", "--variables", "4", "--points", "500"}, &out, &errb, nil)
 	if code != 0 {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 )
 
 // heavyFaults reports whether the heavier fault variants run
@@ -67,7 +68,7 @@ func newFaultWorld(t *testing.T, o faultOpts) *faultWorld {
 	t.Helper()
 	srv := o.server
 	if srv == nil {
-		srv = chserver.Shared(t)
+		srv = chtest.Shared(t)
 	}
 	w := startWorld(t, srv, o.sim, fleetsim.Options{Seed: 11, Devices: 3, Variables: 4, Points: 400, Span: 10 * 24 * time.Hour})
 	fw := &faultWorld{world: w, gate: &gate{next: w.sim}, srv: srv, root: t}

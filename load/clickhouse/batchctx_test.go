@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
@@ -57,7 +57,7 @@ func TestBatchContextIsCancelledWithItsParentUntilFinished(t *testing.T) {
 // failed with "use of closed network connection" (a sync failing to read
 // its lease, found by the idle-fleet benchmark).
 func TestACancelAfterSendNeverClosesThePooledConnection(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), func(cfg *Config) { cfg.MaxOpenConns = 1 })
+	c := newTestClient(t, chtest.Shared(t), func(cfg *Config) { cfg.MaxOpenConns = 1 })
 	ctx := context.Background()
 	// Goroutines that keep every P busy delay the watchdog goroutine past
 	// Send's return, as a loaded machine does.

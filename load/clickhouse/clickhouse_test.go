@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -20,14 +21,14 @@ import (
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	chserver.StopShared()
+	chtest.StopShared()
 	os.Exit(code)
 }
 
 // newTestClient opens a migrated client on a fresh database of srv.
 func newTestClient(t testing.TB, srv *chserver.Server, tweak func(*Config)) *Client {
 	t.Helper()
-	cfg := Config{Addr: []string{srv.Addr()}, Database: chserver.NewDatabase(t, srv), MaxElapsed: 20 * time.Second}
+	cfg := Config{Addr: []string{srv.Addr()}, Database: chtest.NewDatabase(t, srv), MaxElapsed: 20 * time.Second}
 	if tweak != nil {
 		tweak(&cfg)
 	}
@@ -70,7 +71,7 @@ func showCreate(t *testing.T, c *Client) map[string]string {
 }
 
 func TestMigrateTwiceChangesNothing(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), func(c *Config) { c.TablePrefix = "fs_" })
+	c := newTestClient(t, chtest.Shared(t), func(c *Config) { c.TablePrefix = "fs_" })
 	before := showCreate(t, c)
 	if err := c.Migrate(context.Background()); err != nil {
 		t.Fatalf("second Migrate: %v", err)
@@ -94,8 +95,8 @@ func TestMigrateTwiceChangesNothing(t *testing.T) {
 }
 
 func TestMigrateAddsColumnsAnOlderTableLacks(t *testing.T) {
-	srv := chserver.Shared(t)
-	db := chserver.NewDatabase(t, srv)
+	srv := chtest.Shared(t)
+	db := chtest.NewDatabase(t, srv)
 	c, err := Open(context.Background(), Config{Addr: []string{srv.Addr()}, Database: db}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +189,7 @@ func fmtPtr(p *float64) string {
 }
 
 func TestWriteStoresExactValuesIncludingNullLatLng(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), nil)
+	c := newTestClient(t, chtest.Shared(t), nil)
 	var a, b pipeline.Batch
 	a.Append(pipeline.Row{VariableID: "v1", DeviceID: "d1", DeviceLabel: "truck-1", VariableLabel: "speed", TsMs: 1700000000123, Value: 42.5,
 		Context: `{"lat":1.25,"lng":-2.5}`, Lat: 1.25, Lng: -2.5, HasLat: true, HasLng: true})
@@ -222,7 +223,7 @@ func TestWriteStoresExactValuesIncludingNullLatLng(t *testing.T) {
 }
 
 func TestRewriteOfSamePointLeavesOneRowWithNewValueUnderFinal(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), nil)
+	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	for _, v := range []float64{1, 2, 3} {
 		var b pipeline.Batch
@@ -258,8 +259,8 @@ func TestWriteRejectsMalformedBatchWithoutContactingServer(t *testing.T) {
 }
 
 func TestWriteIntoTableMissingAColumnFailsPermanentlyWithoutRetry(t *testing.T) {
-	srv := chserver.Shared(t)
-	db := chserver.NewDatabase(t, srv)
+	srv := chtest.Shared(t)
+	db := chtest.NewDatabase(t, srv)
 	c, err := Open(context.Background(), Config{Addr: []string{srv.Addr()}, Database: db, MaxElapsed: time.Minute}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -363,7 +364,7 @@ func TestWriteStopsRetryingWhenContextEnds(t *testing.T) {
 }
 
 func TestWriteDevicesVariablesAndMarkDeleted(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), nil)
+	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	created := time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 	devs := []pipeline.Device{
@@ -428,7 +429,7 @@ func TestWriteDevicesVariablesAndMarkDeleted(t *testing.T) {
 }
 
 func TestPointStatsCountsDeduplicatedPointsInsideTheRange(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), nil)
+	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	var b pipeline.Batch
 	for _, ts := range []int64{999, 1000, 1500, 2000, 2001} {
@@ -453,7 +454,7 @@ func TestPointStatsCountsDeduplicatedPointsInsideTheRange(t *testing.T) {
 // BenchmarkWrite measures columnar inserts of 100k-row batches into the
 // shared test server; it reports rows/s.
 func BenchmarkWrite(b *testing.B) {
-	c := newTestClient(b, chserver.Shared(b), nil)
+	c := newTestClient(b, chtest.Shared(b), nil)
 	const rows = 100_000
 	var batch pipeline.Batch
 	base := time.Now().UnixMilli()
@@ -472,8 +473,8 @@ func BenchmarkWrite(b *testing.B) {
 }
 
 func TestConcurrentMigratesBothSucceed(t *testing.T) {
-	srv := chserver.Shared(t)
-	db := chserver.NewDatabase(t, srv)
+	srv := chtest.Shared(t)
+	db := chtest.NewDatabase(t, srv)
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {

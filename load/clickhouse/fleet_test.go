@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
@@ -43,7 +43,7 @@ func queryStrings(t *testing.T, c *Client, query string) []string {
 }
 
 func TestWriteDeviceGroupsKeepsTheCurrentMembershipAndItsHistory(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), nil)
+	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	t1 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	t2 := t1.Add(5 * time.Minute)
@@ -92,7 +92,7 @@ func TestDeletedFlagsHoldUnderFinalWithAFilter(t *testing.T) {
 	// A filter on a non-key column must apply after FINAL picked the newest
 	// row (an old server could move it before), or a deleted device would
 	// still read as live.
-	c := newTestClient(t, chserver.Shared(t), nil)
+	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	now := time.Now()
 	if err := c.WriteDevices(ctx, []pipeline.Device{{ID: "A", Organization: "o1"}, {ID: "B", Organization: "o2"}}, now); err != nil {
@@ -118,7 +118,7 @@ func TestDeletedFlagsHoldUnderFinalWithAFilter(t *testing.T) {
 }
 
 func TestWriteOrganizationsMarksTheMissingOnesDeleted(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), nil)
+	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	orgs := []pipeline.Organization{{ID: "o1", Label: "org-00", Name: "Org 0", CreatedAt: created}, {ID: "o2", Label: "org-01"}}
@@ -141,7 +141,7 @@ func TestWriteOrganizationsMarksTheMissingOnesDeleted(t *testing.T) {
 }
 
 func TestEventLogsAndTheirMarkRoundTrip(t *testing.T) {
-	c := newTestClient(t, chserver.Shared(t), nil)
+	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	ts := time.Date(2026, 11, 20, 12, 0, 0, 123456000, time.UTC)
 	logs := []pipeline.EventLog{

@@ -1,4 +1,7 @@
-package chserver
+// Package chtest gives tests one ClickHouse server per test process and a
+// fresh database per test. It imports testing, so only tests import it:
+// the product (fleetsync demo) starts its server through chserver alone.
+package chtest
 
 import (
 	"context"
@@ -11,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
 )
 
 // EnvTestAddr names the environment variable that points the tests at an
@@ -23,7 +27,7 @@ const EnvTestAddr = "FLEETSYNC_TEST_CLICKHOUSE_ADDR"
 var shared struct {
 	once sync.Once
 	mu   sync.Mutex
-	srv  *Server
+	srv  *chserver.Server
 	err  error
 }
 
@@ -31,15 +35,15 @@ var shared struct {
 // FLEETSYNC_TEST_CLICKHOUSE_ADDR when it answers, else one started on first
 // use and kept until StopShared. A server that cannot be started fails the
 // test; it never skips it.
-func Shared(tb testing.TB) *Server {
+func Shared(tb testing.TB) *chserver.Server {
 	tb.Helper()
 	shared.once.Do(func() {
 		ctx := context.Background()
-		if addr := os.Getenv(EnvTestAddr); addr != "" && Reachable(ctx, addr) {
-			shared.srv = External(addr)
+		if addr := os.Getenv(EnvTestAddr); addr != "" && chserver.Reachable(ctx, addr) {
+			shared.srv = chserver.External(addr)
 			return
 		}
-		srv, err := Start(ctx, Options{})
+		srv, err := chserver.Start(ctx, chserver.Options{})
 		shared.mu.Lock()
 		shared.srv, shared.err = srv, err
 		shared.mu.Unlock()
@@ -55,7 +59,7 @@ func Shared(tb testing.TB) *Server {
 // StopShared stops the server Shared started, if any. Call it from TestMain
 // after m.Run, so the server does not outlive the test binary:
 //
-//	func TestMain(m *testing.M) { code := m.Run(); chserver.StopShared(); os.Exit(code) }
+//	func TestMain(m *testing.M) { code := m.Run(); chtest.StopShared(); os.Exit(code) }
 func StopShared() {
 	shared.mu.Lock()
 	srv := shared.srv
@@ -69,7 +73,7 @@ func StopShared() {
 // NewDatabase creates a database with a unique name (test_<random hex>) on
 // srv, so tests sharing a server never see each other's tables, and drops it
 // when the test ends. It returns the database name.
-func NewDatabase(tb testing.TB, srv *Server) string {
+func NewDatabase(tb testing.TB, srv *chserver.Server) string {
 	tb.Helper()
 	var b [6]byte
 	if _, err := rand.Read(b[:]); err != nil {
