@@ -61,14 +61,7 @@ func (b *bench) idleFleet(ctx context.Context) error {
 	// cycle runs one `fleetsync sync` and returns its data and list
 	// requests and the variables it read.
 	cycle := func(name, cfg string) (data, list, read int, err error) {
-		if err := ctl.reset(ctx); err != nil {
-			return 0, 0, 0, err
-		}
-		res, err := b.runSync(ctx, name, cfg, sim, db)
-		if err != nil {
-			return 0, 0, 0, fmt.Errorf("%s: %w", name, err)
-		}
-		c, err := ctl.counts(ctx)
+		res, c, err := b.countedSync(ctx, name, cfg, sim, ctl, db)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -97,14 +90,7 @@ func (b *bench) idleFleet(ctx context.Context) error {
 		return data, read, nil
 	}
 
-	if err := ctl.reset(ctx); err != nil {
-		return err
-	}
-	first, err := b.runSync(ctx, "idle-first", defaults, sim, db)
-	if err != nil {
-		return fmt.Errorf("first sync: %w", err)
-	}
-	fc, err := ctl.counts(ctx)
+	first, fc, err := b.countedSync(ctx, "idle-first", defaults, sim, ctl, db)
 	if err != nil {
 		return err
 	}

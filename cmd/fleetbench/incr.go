@@ -103,6 +103,20 @@ func (b *bench) startIncrFleet(ctx context.Context) (*simProc, *simControl, erro
 	return sim, &simControl{base: sim.url, hc: &http.Client{Timeout: time.Minute}}, nil
 }
 
+// countedSync runs one `fleetsync sync` with fleetsim's counters reset
+// before it, and returns the result with the requests it made.
+func (b *bench) countedSync(ctx context.Context, name, cfg string, sim *simProc, ctl *simControl, db string) (syncResult, requestCounts, error) {
+	if err := ctl.reset(ctx); err != nil {
+		return syncResult{}, requestCounts{}, err
+	}
+	res, err := b.runSync(ctx, name, cfg, sim, db)
+	if err != nil {
+		return res, requestCounts{}, fmt.Errorf("%s: %w", name, err)
+	}
+	rc, err := ctl.counts(ctx)
+	return res, rc, err
+}
+
 // incremental measures the request cost of cycles after a first sync: one
 // where 1 % of the variables received new points and one where nothing
 // changed.
@@ -139,14 +153,7 @@ func (b *bench) incremental(ctx context.Context) error {
 		return err
 	}
 	defer b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
-	if err := ctl.reset(ctx); err != nil {
-		return err
-	}
-	first, err := b.runSync(ctx, "incr-first", cfg, sim, db)
-	if err != nil {
-		return fmt.Errorf("first sync: %w", err)
-	}
-	fc, err := ctl.counts(ctx)
+	first, fc, err := b.countedSync(ctx, "incr-first", cfg, sim, ctl, db)
 	if err != nil {
 		return err
 	}
@@ -177,14 +184,7 @@ func (b *bench) incremental(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := ctl.reset(ctx); err != nil {
-			return err
-		}
-		res, err := b.runSync(ctx, fmt.Sprintf("incr-changed-%d", r+1), cfg, sim, db)
-		if err != nil {
-			return fmt.Errorf("changed cycle: %w", err)
-		}
-		cc, err := ctl.counts(ctx)
+		res, cc, err := b.countedSync(ctx, fmt.Sprintf("incr-changed-%d", r+1), cfg, sim, ctl, db)
 		if err != nil {
 			return err
 		}
@@ -197,14 +197,7 @@ func (b *bench) incremental(ctx context.Context) error {
 		b.logf("run %d, 1%% changed: %.2fs, %d points, %d data and %d list requests (fleetsync read %d variables, %d idle)",
 			r+1, res.wall.Seconds(), res.log.Points, cc.data, cc.list, res.log.Read, res.log.Idle)
 
-		if err := ctl.reset(ctx); err != nil {
-			return err
-		}
-		res, err = b.runSync(ctx, fmt.Sprintf("incr-idle-%d", r+1), cfg, sim, db)
-		if err != nil {
-			return fmt.Errorf("idle cycle: %w", err)
-		}
-		ic, err := ctl.counts(ctx)
+		res, ic, err := b.countedSync(ctx, fmt.Sprintf("incr-idle-%d", r+1), cfg, sim, ctl, db)
 		if err != nil {
 			return err
 		}

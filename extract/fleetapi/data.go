@@ -159,46 +159,6 @@ func valuesPage(s *scanner, page *pageEnvelope[valueJSON]) error {
 	})
 }
 
-// objectMembers reads the members of the object at the current position,
-// calling member with the scanner on each value.
-func objectMembers(s *scanner, member func(key string) error) error {
-	if err := s.expect('{'); err != nil {
-		return err
-	}
-	c, err := s.peek()
-	if err != nil {
-		return err
-	}
-	if c == '}' {
-		s.pos++
-		return nil
-	}
-	for {
-		key, err := s.stringValue()
-		if err != nil {
-			return err
-		}
-		if err := s.expect(':'); err != nil {
-			return err
-		}
-		if err := member(key); err != nil {
-			return err
-		}
-		c, err := s.peek()
-		if err != nil {
-			return err
-		}
-		s.pos++
-		switch c {
-		case ',':
-		case '}':
-			return nil
-		default:
-			return syntaxf("expected ',' or '}' in an object, found %q", c)
-		}
-	}
-}
-
 // valuesResults reads the array of data points at the current position.
 func valuesResults(s *scanner, out *[]valueJSON) error {
 	if err := s.expect('['); err != nil {

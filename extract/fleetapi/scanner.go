@@ -847,3 +847,43 @@ func parseMillis(b []byte) (int64, error) {
 	}
 	return int64(f), nil
 }
+
+// objectMembers reads the members of the object at the current position,
+// calling member with the scanner on each value.
+func objectMembers(s *scanner, member func(key string) error) error {
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	c, err := s.peek()
+	if err != nil {
+		return err
+	}
+	if c == '}' {
+		s.pos++
+		return nil
+	}
+	for {
+		key, err := s.stringValue()
+		if err != nil {
+			return err
+		}
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		if err := member(key); err != nil {
+			return err
+		}
+		c, err := s.peek()
+		if err != nil {
+			return err
+		}
+		s.pos++
+		switch c {
+		case ',':
+		case '}':
+			return nil
+		default:
+			return syntaxf("expected ',' or '}' in an object, found %q", c)
+		}
+	}
+}

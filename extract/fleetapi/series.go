@@ -168,68 +168,31 @@ func (d *seriesDecoder) decode() error {
 	if d.req.End < d.req.Start {
 		return d.fail("invalid request range [%d, %d]", d.req.Start, d.req.End)
 	}
-	if err := d.s.expect('{'); err != nil {
-		return err
-	}
 	var pending []byte
 	sawResults, pendingResults := false, false
-	c, err := d.s.peek()
+	err := objectMembers(&d.s, func(key string) error {
+		switch key {
+		case "columns":
+			if d.haveCols {
+				return d.fail("`columns` appears twice")
+			}
+			return d.columns()
+		case "results":
+			if sawResults {
+				return d.fail("`results` appears twice")
+			}
+			sawResults = true
+			if d.haveCols {
+				return d.results()
+			}
+			pendingResults = true
+			return d.s.walk(&pending, bufferLimit(d.req))
+		default:
+			return d.s.walk(nil, 0)
+		}
+	})
 	if err != nil {
 		return err
-	}
-	if c == '}' {
-		d.s.pos++
-	} else {
-		for {
-			key, err := d.s.stringValue()
-			if err != nil {
-				return err
-			}
-			if err := d.s.expect(':'); err != nil {
-				return err
-			}
-			switch key {
-			case "columns":
-				if d.haveCols {
-					return d.fail("`columns` appears twice")
-				}
-				if err := d.columns(); err != nil {
-					return err
-				}
-			case "results":
-				if sawResults {
-					return d.fail("`results` appears twice")
-				}
-				sawResults = true
-				if d.haveCols {
-					if err := d.results(); err != nil {
-						return err
-					}
-				} else {
-					pendingResults = true
-					if err := d.s.walk(&pending, bufferLimit(d.req)); err != nil {
-						return err
-					}
-				}
-			default:
-				if err := d.s.walk(nil, 0); err != nil {
-					return err
-				}
-			}
-			c, err := d.s.peek()
-			if err != nil {
-				return err
-			}
-			if c == ',' {
-				d.s.pos++
-				continue
-			}
-			if c == '}' {
-				d.s.pos++
-				break
-			}
-			return syntaxf("expected ',' or '}' in the response object, found %q", c)
-		}
 	}
 	if !sawResults {
 		return d.fail("the response has no `results`")
