@@ -52,11 +52,6 @@ type valueJSON struct {
 	CreatedAt json.Number     `json:"created_at"`
 }
 
-// listKey keys a point of the values list by its timestamp, which holds one
-// point per variable, so that a walk restarted after a page vanished (see
-// listPages) yields no point twice.
-func (p valueJSON) listKey() string { return string(p.Timestamp) }
-
 // point converts p; ok is false when its timestamp or value is null. A
 // Value of NaN, Infinity or -Infinity (see decodeValuesPage) gives the
 // non-finite float, and such tokens inside the context are kept verbatim.
@@ -317,9 +312,8 @@ func contextObject(raw json.RawMessage) json.RawMessage {
 // value are skipped; a value written as the bare token NaN, Infinity or
 // -Infinity (Python's json module does) gives the non-finite float, and
 // such tokens inside a context are kept verbatim. A page that vanishes
-// while the list is paged (points left the retention window meanwhile)
-// restarts the walk from the first page like the metadata lists; a point is
-// known by its timestamp, so fn sees none twice.
+// while the list is paged is an error here, not a restart: points have no
+// id to tell those already passed to fn.
 func (c *Client) Values(ctx context.Context, variableID string, q ValuesQuery, fn func(pipeline.Point) error) error {
 	if q.PageSize == 0 {
 		q.PageSize = c.cfg.PageSize

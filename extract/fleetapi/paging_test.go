@@ -2,7 +2,6 @@ package fleetapi
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -29,8 +28,6 @@ type shrinkingList struct {
 	change map[int][]string
 	later  int // requests for a page after the first
 	log    []string
-	// render writes a page of items; nil writes them as devices.
-	render func(w http.ResponseWriter, next any, items ...string)
 }
 
 func (l *shrinkingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -67,10 +64,6 @@ func (l *shrinkingList) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var next any
 	if to < len(l.items) {
 		next = fmt.Sprintf("?page=%d&page_size=%d", page+1, size)
-	}
-	if l.render != nil {
-		l.render(w, next, l.items[from:to]...)
-		return
 	}
 	writeDevicesPage(w, next, l.items[from:to]...)
 }
@@ -129,42 +122,6 @@ func TestListWalkRestartsFromPageOneWhenALaterPageVanishes(t *testing.T) {
 			assertNoSecret(t, err, logs)
 		})
 	}
-}
-
-// The values list pages too; a point is keyed by its timestamp (one point
-// per timestamp), so a restart yields none twice.
-func TestValuesListRestartsFromPageOneWhenALaterPageVanishes(t *testing.T) {
-	// The point at 1 leaves (retention moved past it) and one at 4 arrives
-	// while page 1 is read: the list of 2 has no page 2 any more.
-	l := &shrinkingList{t: t, path: "/api/v1.6/variables/v1/values", items: []string{"3", "2", "1"},
-		change: map[int][]string{1: {"4", "3"}},
-		render: func(w http.ResponseWriter, next any, items ...string) {
-			var res []map[string]any
-			for _, ts := range items {
-				n, _ := strconv.Atoi(ts)
-				res = append(res, map[string]any{"timestamp": n, "value": 1.5, "context": map[string]any{}})
-			}
-			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(map[string]any{"count": len(items), "next": next, "previous": nil, "results": res})
-		}}
-	srv := httptest.NewServer(l)
-	defer srv.Close()
-	c, logs, _ := newTestClient(t, srv.URL, func(cfg *Config) { cfg.PageSize = 2 })
-	var got []string
-	err := c.Values(bg, "v1", ValuesQuery{}, func(p pipeline.Point) error {
-		got = append(got, strconv.FormatInt(p.TsMs, 10))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Join(got, ",") != "3,2,4" {
-		t.Errorf("yielded %v, want 3,2,4 (each once)", got)
-	}
-	if p := l.pages(); p != "1,2,1" {
-		t.Errorf("pages requested %s, want 1,2,1", p)
-	}
-	assertNoSecret(t, err, logs)
 }
 
 func TestListWalkRestartsAtMostThreeTimesThenFailsClearly(t *testing.T) {
