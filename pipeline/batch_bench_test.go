@@ -10,7 +10,7 @@ import (
 // one request, with a consumer that recycles handed-off chunks the way the
 // loaders do after an INSERT.
 func benchSink(vars int) (*frameSink, func()) {
-	r := &run{byID: map[string]*targetState{}, chunks: make(chan *Batch, 4)}
+	r := &pass{byID: map[string]*targetState{}, chunks: make(chan *Batch, 4)}
 	r.pool.New = func() any { return new(Batch) }
 	targets := make([]*targetState, vars)
 	for i := range targets {
@@ -33,7 +33,7 @@ func benchSink(vars int) (*frameSink, func()) {
 	}()
 	chunk := r.pool.Get().(*Batch)
 	chunk.Reset()
-	s := &frameSink{r: r, req: &request{targets: targets}, chunk: chunk, limit: 1 << 30}
+	s := &frameSink{p: r, req: &request{targets: targets}, chunk: chunk, limit: 1 << 30}
 	return s, func() { close(r.chunks); <-done }
 }
 

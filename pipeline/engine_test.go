@@ -89,6 +89,12 @@ type memWriter struct {
 	fail   error
 }
 
+// Begin opens an INSERT whose rows reach the writer when it commits, the
+// way ClickHouse acknowledges them.
+func (w *memWriter) Begin(ctx context.Context) (Insert, error) {
+	return (&streamWriter{memWriter: w}).Begin(ctx)
+}
+
 func (w *memWriter) Write(_ context.Context, chunks []*Batch) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -116,28 +116,19 @@ type StateStore interface {
 	Commit(ctx context.Context, marks []Mark) error
 }
 
-// Writer loads points into the warehouse.
+// Writer loads points into the warehouse, one INSERT at a time, taking each
+// INSERT's rows chunk by chunk: a chunk goes back to the engine's pool as
+// soon as it is appended, so an INSERT can be large (fewer, bigger parts for
+// the server to write and merge) while memory holds only the chunks in
+// flight, not every row of the INSERT until it is acknowledged.
 type Writer interface {
-	// Write inserts the rows of all chunks as one INSERT and returns once
-	// ClickHouse has acknowledged them. It retries retryable failures itself
-	// and does not retain the chunks after it returns.
-	Write(ctx context.Context, chunks []*Batch) error
-}
-
-// StreamWriter is a Writer that can also take one INSERT's rows chunk by
-// chunk. The engine prefers it: a chunk goes back to the pool as soon as it
-// is appended, so an INSERT can be large (fewer, bigger parts for the
-// server to write and merge) while memory holds only the chunks in flight,
-// not every row of the INSERT until it is acknowledged.
-type StreamWriter interface {
-	Writer
 	// Begin opens an INSERT. It retries retryable failures to connect within
 	// the writer's own budget; an error means that budget is spent or the
 	// failure is permanent.
 	Begin(ctx context.Context) (Insert, error)
 }
 
-// Insert is one open INSERT of a StreamWriter. Its rows are acknowledged
+// Insert is one open INSERT of a Writer. Its rows are acknowledged
 // only by a successful Commit: after a failed Append or Commit, or an Abort,
 // some of them may be stored and some not, which the ReplacingMergeTree
 // version makes harmless once they are read again.

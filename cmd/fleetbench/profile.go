@@ -190,11 +190,9 @@ func pprofTop(ctx context.Context, goBin, path string, args ...string) (string, 
 	return strings.Join(keep, "\n"), nil
 }
 
-// countingWriter records the size of every INSERT the pipeline makes. It
-// streams, like the writer it wraps, so the profiled run loads the way
-// fleetsync does.
+// countingWriter records the size of every INSERT the pipeline makes.
 type countingWriter struct {
-	w    pipeline.StreamWriter
+	w    pipeline.Writer
 	mu   sync.Mutex
 	rows []int
 }
@@ -203,15 +201,6 @@ func (c *countingWriter) count(n int) {
 	c.mu.Lock()
 	c.rows = append(c.rows, n)
 	c.mu.Unlock()
-}
-
-func (c *countingWriter) Write(ctx context.Context, chunks []*pipeline.Batch) error {
-	n := 0
-	for _, ch := range chunks {
-		n += ch.Len()
-	}
-	c.count(n)
-	return c.w.Write(ctx, chunks)
 }
 
 // Begin opens a streamed INSERT whose rows are counted when it commits.

@@ -16,7 +16,7 @@ import (
 const pointColumnList = "variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng, version"
 
 // Compile-time check that the Client is the pipeline's streaming Writer.
-var _ pipeline.StreamWriter = (*Client)(nil)
+var _ pipeline.Writer = (*Client)(nil)
 
 // scratch holds the per-chunk columns derived from a pipeline.Batch (ts in
 // seconds, nullable lat/lng, the constant version), reused across writes.
@@ -105,7 +105,7 @@ func appendChunk(b driver.Batch, ch *pipeline.Batch, version uint64, sc *scratch
 }
 
 // Begin opens one INSERT into datapoints that takes its rows chunk by chunk
-// (see pipeline.StreamWriter). Connecting is retried like a Write; the
+// (see pipeline.Writer). Connecting is retried like a Write; the
 // rows of an open INSERT cannot be resent once it fails, so Append and
 // Commit do not retry: their errors are *WriteError, and the caller reads
 // the rows again when the error is retryable.

@@ -1,0 +1,87 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// releaseLocked drops one hold on t; the last one completes it.
+func (p *pass) releaseLocked(t *targetState) {
+	t.pending--
+	if t.pending > 0 {
+		return
+	}
+	if t.err != nil {
+		p.failed = append(p.failed, &TargetError{Variable: t.Variable, Start: t.start, End: t.end, Err: t.err})
+		return
+	}
+	p.complete++
+	if m, ok := p.e.markFn(t.Target, Outcome{MaxTs: t.maxTs, FutureMs: t.futureMs}); ok {
+		p.ready = append(p.ready, m)
+	}
+}
+
+// otherwise. Each span releases the hold it put on its target.
+func (p *pass) ackSpans(spans []Span, err error) {
+	if err != nil {
+		err = &LoadError{Err: err}
+	}
+	var n int64
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range spans {
+		t := p.byID[s.VariableID]
+		if err != nil {
+			if t.err == nil {
+				t.err = err
+			}
+		} else {
+			t.maxTs = max(t.maxTs, s.MaxTsMs)
+			t.points += int64(s.Rows)
+			n += int64(s.Rows)
+		}
+		p.releaseLocked(t)
+	}
+	p.points.Add(n)
+	if p.e.opts.Progress != nil {
+		p.e.opts.Progress.Add(n)
+	}
+	p.e.m.pointsLoaded.Add(float64(n))
+}
+
+// committer writes ready marks every second and once more at the end.
+func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+			p.commit(ctx)
+		case <-stop:
+			p.commit(ctx)
+			return
+		}
+	}
+}
+
+// committer writes ready marks every second and once more at the end.
+func (p *pass) commit(ctx context.Context) {
+	p.mu.Lock()
+	marks := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	if len(marks) == 0 || p.e.st == nil {
+		return
+	}
+	if err := p.e.st.Commit(context.WithoutCancel(ctx), marks); err != nil {
+		p.e.log.Error("committing marks failed; the rows are loaded and the next cycle re-reads them", zap.Int("marks", len(marks)), zap.Error(err))
+		p.mu.Lock()
+		p.commitErr = fmt.Errorf("commit %d marks: %w", len(marks), err)
+		p.mu.Unlock()
+	}
+}
+
+// frameSink appends decoded rows to the fetcher's chunk, drops frames cut by

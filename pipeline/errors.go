@@ -1,0 +1,78 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+)
+
+// RetryableError is implemented by errors that a later attempt may not
+// repeat (network failures, 5xx, 429, bodies cut mid-stream). The source's
+// error types implement it; the pipeline decides by type, never by text.
+type RetryableError interface {
+	error
+	Retryable() bool
+}
+
+// RetentionError is implemented by the source's error for a range that
+// reaches past the account's retention window (code 403003).
+type RetentionError interface {
+	error
+	RetentionExceeded() bool
+}
+
+// NotFoundError is implemented by the source's error for an object the
+// service does not know (404): a device or variable deleted since the
+// metadata walk listed it.
+type NotFoundError interface {
+	error
+	NotFound() bool
+}
+
+// IsNotFound reports whether err says the object asked for does not exist.
+func IsNotFound(err error) bool {
+	var r NotFoundError
+	return errors.As(err, &r) && r.NotFound()
+}
+
+// IsRetryable reports whether err says a retry may succeed.
+func IsRetryable(err error) bool {
+	var r RetryableError
+	return errors.As(err, &r) && r.Retryable()
+}
+
+// IsScoped reports whether err says one of the request's variables may have
+// caused it (see ScopedError).
+func IsScoped(err error) bool {
+	var s ScopedError
+	return errors.As(err, &s) && s.VariableScoped()
+}
+
+// IsRetention reports whether err is a retention-window rejection.
+func IsRetention(err error) bool {
+	var r RetentionError
+	return errors.As(err, &r) && r.RetentionExceeded()
+}
+
+// TargetError is the failure of one variable in a run.
+type TargetError struct {
+	Variable Variable
+	Start    int64
+	End      int64
+	Err      error
+}
+
+func (e *TargetError) Error() string {
+	return fmt.Sprintf("variable %s/%s (%s) window %s..%s: %v", e.Variable.DeviceLabel, e.Variable.Label,
+		e.Variable.ID, msTime(e.Start), msTime(e.End), e.Err)
+}
+
+func (e *TargetError) Unwrap() error { return e.Err }
+
+// LoadError is a target's failure to load its rows into the warehouse, as
+// opposed to a failure to read them from the source.
+type LoadError struct{ Err error }
+
+func (e *LoadError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the writer's error.
+func (e *LoadError) Unwrap() error { return e.Err }

@@ -1,0 +1,55 @@
+package pipeline
+
+import (
+	"time"
+)
+
+// Outcome is what a completed target's read found.
+type Outcome struct {
+	// MaxTs is the greatest timestamp loaded (0 when none).
+	MaxTs int64
+	// FutureMs is the earliest timestamp seen after the target's End, or a
+	// lower bound of it when a frame cut by the limit hid it (0 when none).
+	// Such points are left for the cycle that ends after them.
+	FutureMs int64
+}
+
+// MarkFunc decides the mark committed for a completed target. ok false
+// commits nothing.
+type MarkFunc func(t Target, o Outcome) (m Mark, ok bool)
+
+// IncrementalMark is the MarkFunc of a sync cycle: the mark moves to the
+// greatest loaded timestamp, never backwards, and records what the read
+// covered: its end (CheckedMs), the earliest point it saw beyond that end,
+// and the lastActivity the walk saw before it. A lastActivity past the read's
+// end is not recorded (the previous one is kept): it may stand for a point
+// the read stopped short of, and recording it would let the next cycle skip
+// the variable.
+func IncrementalMark(t Target, o Outcome) (Mark, bool) {
+	la := t.Variable.LastActivityMs
+	if la > t.End {
+		la = t.Mark.LastActivityMs
+	}
+	return Mark{
+		VariableID:     t.Variable.ID,
+		HwmMs:          max(t.Mark.HwmMs, o.MaxTs),
+		LastActivityMs: la,
+		CheckedMs:      t.End,
+		FutureMs:       o.FutureMs,
+		UpdatedAt:      time.Now().UTC(),
+	}, true
+}
+
+// futureHorizon is how far past a cycle's end its requests reach, to see
+// points stamped ahead of time. The spec's closed range makes an explicit
+// end the reading every implementation agrees on; a century is past any
+// clock error yet far inside every timestamp type.
+const futureHorizon = 100 * 365 * 24 * time.Hour
+
+// earliest is the smaller of two timestamps where 0 means none.
+func earliest(a, b int64) int64 {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
+}

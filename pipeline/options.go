@@ -1,0 +1,80 @@
+package pipeline
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// EngineOptions size the moving parts of one run.
+type EngineOptions struct {
+	// RowsPerRequest is the raw-series limit per variable.
+	RowsPerRequest int
+	// VariablesPerRequest packs this many variables into one raw-series POST.
+	VariablesPerRequest int
+	// MaxInFlight is the number of concurrent API requests.
+	MaxInFlight int
+	// BatchRows, BatchBytes and BatchAge decide when an INSERT is sent.
+	BatchRows  int
+	BatchBytes int
+	BatchAge   time.Duration
+	// InsertWorkers is the number of concurrent INSERTs (connections).
+	InsertWorkers int
+	// RequestAttempts bounds how often one raw-series request is tried when
+	// it fails after its response started (a body cut mid-stream); failures
+	// before the response are retried by the Source itself.
+	RequestAttempts int
+	// RetryWait is the pause before such a re-try.
+	RetryWait time.Duration
+	// Progress, when set, counts the points acknowledged by ClickHouse as
+	// they are, for a progress line on long backfills.
+	Progress *atomic.Int64
+	// Floor is the earliest timestamp (POSIX ms) requests may reach; it
+	// moves forward when the service rejects a range as past its retention.
+	Floor int64
+	// FloorMargin is kept between the service's real retention floor, once
+	// a rejection made the engine search for it, and the floor it moves to,
+	// so that requests are not rejected again as the service's floor
+	// advances with time (default 1m).
+	FloorMargin time.Duration
+}
+
+func (o *EngineOptions) defaults() {
+	if o.RowsPerRequest <= 0 {
+		o.RowsPerRequest = 10000
+	}
+	if o.VariablesPerRequest <= 0 {
+		o.VariablesPerRequest = 50
+	}
+	if o.MaxInFlight <= 0 {
+		o.MaxInFlight = 4
+	}
+	if o.BatchRows <= 0 {
+		o.BatchRows = 1000000
+	}
+	if o.BatchBytes <= 0 {
+		o.BatchBytes = 128 << 20
+	}
+	if o.BatchAge <= 0 {
+		o.BatchAge = 5 * time.Second
+	}
+	if o.InsertWorkers <= 0 {
+		o.InsertWorkers = 2
+	}
+	if o.RequestAttempts <= 0 {
+		o.RequestAttempts = 5
+	}
+	if o.RetryWait <= 0 {
+		o.RetryWait = 500 * time.Millisecond
+	}
+	if o.FloorMargin <= 0 {
+		o.FloorMargin = time.Minute
+	}
+}
+
+// rereadPolicy spaces the re-reads of one raw-series request whose response
+// failed mid-stream: RetryWait doubled at each attempt, from 2×RetryWait up
+// to 64×RetryWait, without jitter (the requests of a run fail on their own,
+// not together). RequestAttempts bounds how many there are.
+func (o *EngineOptions) rereadPolicy() RetryPolicy {
+	return RetryPolicy{Initial: 2 * o.RetryWait, Multiplier: 2, Max: 64 * o.RetryWait}
+}

@@ -1,0 +1,81 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+)
+
+// queue is the work list of requests. Splits add work while fetchers run, so
+// it closes only when nothing is queued and nothing is being worked on.
+type queue struct {
+	mu          sync.Mutex
+	cond        *sync.Cond
+	items       []*request
+	outstanding int
+	adding      bool
+	cancelled   bool
+}
+
+func newQueue(ctx context.Context) *queue {
+	q := &queue{adding: true}
+	q.cond = sync.NewCond(&q.mu)
+	context.AfterFunc(ctx, func() {
+		q.mu.Lock()
+		q.cancelled = true
+		q.mu.Unlock()
+		q.cond.Broadcast()
+	})
+	return q
+}
+
+func (q *queue) push(r *request) {
+	q.mu.Lock()
+	q.items = append(q.items, r)
+	q.outstanding++
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+// pushFront queues r before every queued request.
+func (q *queue) pushFront(r *request) {
+	q.mu.Lock()
+	q.items = append([]*request{r}, q.items...)
+	q.outstanding++
+	q.mu.Unlock()
+	q.cond.Signal()
+}
+
+func (q *queue) doneAdding() {
+	q.mu.Lock()
+	q.adding = false
+	q.mu.Unlock()
+	q.cond.Broadcast()
+}
+
+// pop returns the next request, or nil when the work is finished or the
+// context cancelled. Every non-nil pop must be followed by done.
+func (q *queue) pop() *request {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for len(q.items) == 0 && (q.outstanding > 0 || q.adding) && !q.cancelled {
+		q.cond.Wait()
+	}
+	if len(q.items) == 0 || q.cancelled {
+		return nil
+	}
+	r := q.items[0]
+	q.items[0] = nil
+	q.items = q.items[1:]
+	return r
+}
+
+// done marks one popped request finished; a request re-queued before done
+// keeps the queue open.
+func (q *queue) done() {
+	q.mu.Lock()
+	q.outstanding--
+	if q.outstanding <= 0 {
+		q.cond.Broadcast()
+	}
+	q.mu.Unlock()
+}
