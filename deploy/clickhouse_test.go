@@ -188,7 +188,7 @@ func startClickHouse(t *testing.T, usersSnippet string) *clickHouse {
 	tcpPort, httpPort := freeLoopbackPort(t), freeLoopbackPort(t)
 	files := map[string]string{
 		"config.xml":            fmt.Sprintf(clickHouseConfig, dir, tcpPort, httpPort),
-		"users.xml":             clickHouseUsers,
+		"users.xml":             string(mustRead(t, clickHouseUsersPath)),
 		"users.d/fleetsync.xml": usersSnippet,
 	}
 	for name, content := range files {
@@ -279,30 +279,8 @@ const clickHouseConfig = `<?xml version="1.0"?>
 </yandex>
 `
 
-// clickHouseUsers holds the unrestricted default user the test sets up with,
-// and the default quota the snippet's user refers to.
-const clickHouseUsers = `<?xml version="1.0"?>
-<yandex>
-  <profiles><default/></profiles>
-  <users>
-    <default>
-      <password></password>
-      <networks><ip>127.0.0.1</ip></networks>
-      <profile>default</profile>
-      <quota>default</quota>
-    </default>
-  </users>
-  <quotas>
-    <default>
-      <interval>
-        <duration>3600</duration>
-        <queries>0</queries>
-        <errors>0</errors>
-        <result_rows>0</result_rows>
-        <read_rows>0</read_rows>
-        <execution_time>0</execution_time>
-      </interval>
-    </default>
-  </quotas>
-</yandex>
-`
+// clickHouseUsersPath is the users.xml of the module's shared test server
+// (chserver): an unrestricted default user and the default quota the
+// snippet's user refers to. This module reads it rather than importing
+// chserver, so that it builds on its own.
+const clickHouseUsersPath = "../load/clickhouse/chserver/users.xml"

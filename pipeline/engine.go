@@ -58,7 +58,7 @@ func NewEngine(src Source, w Writer, st StateStore, opts EngineOptions, markFn M
 		markFn = IncrementalMark
 	}
 	if m == nil {
-		m = NewMetrics(nil)
+		m = unregistered()
 	}
 	return &Engine{src: src, w: w, st: st, log: logger, m: m, opts: opts, markFn: markFn}
 }

@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"fmt"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -26,8 +28,9 @@ type Metrics struct {
 }
 
 // NewMetrics creates the pipeline metrics and registers them on reg (nil
-// registers nothing, for tests that do not look at metrics).
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+// registers nothing, for tests that do not look at metrics). It fails when
+// reg already holds a metric of the same name.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		pointsLoaded: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_points_loaded_total",
 			Help: "Data points loaded into ClickHouse and acknowledged."}),
@@ -63,11 +66,23 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		retentionFloorMoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_retention_floor_moved_total",
 			Help: "Cycles in which the service rejected the configured retention window and the floor moved forward."}),
 	}
-	if reg != nil {
-		reg.MustRegister(m.pointsLoaded, m.requestRetries, m.loadRetries, m.cycles, m.cycleDuration, m.lastCycleStart, m.lastSuccess,
-			m.lastCycleSuccess, m.variablesFailed, m.variablesSynced, m.lag, m.lagMax, m.lagging, m.lagThreshold,
-			m.scheduleInterval, m.retentionFloorMoved)
+	if reg == nil {
+		return m, nil
 	}
+	for _, c := range []prometheus.Collector{m.pointsLoaded, m.requestRetries, m.loadRetries, m.cycles, m.cycleDuration,
+		m.lastCycleStart, m.lastSuccess, m.lastCycleSuccess, m.variablesFailed, m.variablesSynced, m.lag, m.lagMax,
+		m.lagging, m.lagThreshold, m.scheduleInterval, m.retentionFloorMoved} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register the pipeline's metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// unregistered returns metrics that no registry exports, for a Syncer or
+// Engine built without any, so that the stages record unconditionally.
+func unregistered() *Metrics {
+	m, _ := NewMetrics(nil)
 	return m
 }
 

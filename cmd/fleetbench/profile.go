@@ -48,6 +48,10 @@ func (b *bench) profiled(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pm, err := pipeline.NewMetrics(reg)
+	if err != nil {
+		return err
+	}
 	w := &countingWriter{w: ch}
 	syncer := pipeline.NewSyncer(api, w, ch, state.NewClickHouse(ch), pipeline.SyncOptions{
 		Engine: pipeline.EngineOptions{
@@ -59,7 +63,7 @@ func (b *bench) profiled(ctx context.Context) error {
 			InsertWorkers:       t.InsertWorkers,
 		},
 		Retention: 730 * 24 * time.Hour, Margin: time.Hour, Lookback: time.Hour, SkipIdle: true, IdleRecheck: time.Hour, ShardCount: 1,
-	}, nil, pipeline.NewMetrics(reg))
+	}, nil, pm)
 
 	cpuPath := filepath.Join(b.dir, "cpu.pprof")
 	f, err := os.Create(cpuPath)

@@ -107,7 +107,9 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetsync_build_info", Help: "Build of the running fleetsync; always 1."}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, goVersion()).Set(1)
 	a.reg.MustRegister(buildInfo)
-	a.metrics = pipeline.NewMetrics(a.reg)
+	if a.metrics, err = pipeline.NewMetrics(a.reg); err != nil {
+		return nil, err
+	}
 	// The schedule's period feeds the "no recent success" alert; a CronJob
 	// runs on the same schedule as the daemon would (config validated it).
 	if sched, err := cron.ParseStandard(cfg.Sync.Schedule); err == nil {

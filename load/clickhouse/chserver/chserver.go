@@ -10,6 +10,7 @@ package chserver
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -459,32 +460,9 @@ var configTemplate = template.Must(template.New("config").Parse(`<?xml version="
 </yandex>
 `))
 
-const usersXML = `<?xml version="1.0"?>
-<yandex>
-  <profiles>
-    <default>
-      <max_memory_usage>4000000000</max_memory_usage>
-    </default>
-  </profiles>
-  <users>
-    <default>
-      <password></password>
-      <networks><ip>::/0</ip></networks>
-      <profile>default</profile>
-      <quota>default</quota>
-    </default>
-  </users>
-  <quotas>
-    <default>
-      <interval>
-        <duration>3600</duration>
-        <queries>0</queries>
-        <errors>0</errors>
-        <result_rows>0</result_rows>
-        <read_rows>0</read_rows>
-        <execution_time>0</execution_time>
-      </interval>
-    </default>
-  </quotas>
-</yandex>
-`
+// usersXML is the default user with no password and no quota limits. It is
+// a file of its own because the deploy tests, a separate module, start
+// their server with it too.
+//
+//go:embed users.xml
+var usersXML string
