@@ -25,6 +25,8 @@ type Metrics struct {
 	lagThreshold        prometheus.Gauge
 	scheduleInterval    prometheus.Gauge
 	retentionFloorMoved prometheus.Counter
+	stageDuration       *prometheus.HistogramVec
+	stageSuccess        *prometheus.GaugeVec
 }
 
 // NewMetrics creates the pipeline metrics and registers them on reg (nil
@@ -65,13 +67,18 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "The period of sync.schedule, for alerts on missing cycles."}),
 		retentionFloorMoved: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_retention_floor_moved_total",
 			Help: "Cycles in which the service rejected the configured retention window and the floor moved forward."}),
+		stageDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fleetsync_stage_duration_seconds",
+			Help:    "Duration of each stage of a cycle or backfill (walk, metadata, plan, move, lag, events).",
+			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"stage"}),
+		stageSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetsync_stage_success",
+			Help: "1 when the stage's last run succeeded, 0 when it failed, by stage."}, []string{"stage"}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.pointsLoaded, m.requestRetries, m.loadRetries, m.cycles, m.cycleDuration,
 		m.lastCycleStart, m.lastSuccess, m.lastCycleSuccess, m.variablesFailed, m.variablesSynced, m.lag, m.lagMax,
-		m.lagging, m.lagThreshold, m.scheduleInterval, m.retentionFloorMoved} {
+		m.lagging, m.lagThreshold, m.scheduleInterval, m.retentionFloorMoved, m.stageDuration, m.stageSuccess} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register the pipeline's metrics: %w", err)
 		}
