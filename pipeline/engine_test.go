@@ -34,10 +34,8 @@ type retentionErr struct{}
 func (retentionErr) Error() string           { return "403003 retention" }
 func (retentionErr) RetentionExceeded() bool { return true }
 
-func (s *memSource) Devices(context.Context, func(Device) error) error { return nil }
-func (s *memSource) Variables(context.Context, Device, func(Variable) error) error {
-	return nil
-}
+// Walk lists nothing: engine tests give the engine its targets.
+func (s *memSource) Walk(context.Context, Scope) ([]Device, []Variable, error) { return nil, nil, nil }
 
 func (s *memSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
 	s.mu.Lock()

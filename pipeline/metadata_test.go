@@ -51,13 +51,23 @@ func (f *fakeFleet) Devices(_ context.Context, fn func(Device) error) error {
 	return nil
 }
 
-func (f *fakeFleet) Variables(_ context.Context, d Device, fn func(Variable) error) error {
-	for _, v := range f.vars[d.ID] {
-		if err := fn(v); err != nil {
-			return err
+// Walk lists every device and its variables: the scope and the choice of
+// listing are the adapter's (extract/fleet), tested there.
+func (f *fakeFleet) Walk(ctx context.Context, _ Scope) ([]Device, []Variable, error) {
+	var devices []Device
+	if err := f.Devices(ctx, func(d Device) error { devices = append(devices, d); return nil }); err != nil {
+		return nil, nil, err
+	}
+	var vars []Variable
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, d := range devices {
+		for _, v := range f.vars[d.ID] {
+			v.DeviceID, v.DeviceLabel = d.ID, d.Label
+			vars = append(vars, v)
 		}
 	}
-	return nil
+	return devices, vars, nil
 }
 
 func (f *fakeFleet) GroupDeviceIDs(_ context.Context, group string) ([]string, error) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -59,9 +58,6 @@ type SyncOptions struct {
 	ShardIndex, ShardCount int
 	Scope                  Scope
 	LagThreshold           time.Duration
-	// PerDeviceVariables makes the walk list each device's variables even
-	// when the source can list the account's at once (VariableLister).
-	PerDeviceVariables bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -132,7 +128,7 @@ func (s *Syncer) Cycle(ctx context.Context) (Summary, error) {
 }
 
 func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
-	devices, vars, err := s.Walk(ctx, s.opts.Scope)
+	devices, vars, err := s.src.Walk(ctx, s.opts.Scope)
 	if err != nil {
 		return err
 	}
@@ -194,7 +190,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 	if len(devices) > 0 {
 		scope = Scope{Devices: devices}
 	}
-	_, vars, err := s.Walk(ctx, scope)
+	_, vars, err := s.src.Walk(ctx, scope)
 	if err != nil {
 		return sum, err
 	}
@@ -234,126 +230,6 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 	return sum, res.CommitErr
 }
 
-// VariableLister is a Source that can also list every variable of the
-// account at once, in a few pages rather than one request per device. The
-// spec does not show that such a listing names each variable's device, so
-// a variable whose DeviceID is empty means the listing cannot be used.
-type VariableLister interface {
-	AllVariables(ctx context.Context, fn func(Variable) error) error
-}
-
-// errUnattributed stops an account-wide variable listing at the first
-// variable that does not name a device of the device list.
-var errUnattributed = errors.New("a variable names no listed device")
-
-// Walk lists the in-scope devices and their variables.
-func (s *Syncer) Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error) {
-	keep, err := s.scopeFilter(ctx, scope)
-	if err != nil {
-		return nil, nil, err
-	}
-	seenDev := make(map[string]bool)
-	// listed holds every device listed, in scope or not, so that the
-	// account-wide variable list can be checked against it.
-	listed := make(map[string]bool)
-	// listDevices pages through the devices and returns those not seen
-	// before (a device added while paging can appear on two pages).
-	listDevices := func() ([]Device, error) {
-		var out []Device
-		err := s.src.Devices(ctx, func(d Device) error {
-			listed[d.ID] = true
-			if keep(d) && !seenDev[d.ID] {
-				seenDev[d.ID] = true
-				out = append(out, d)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("list devices: %w", err)
-		}
-		return out, nil
-	}
-	devices, err := listDevices()
-	if err != nil {
-		return nil, nil, err
-	}
-	// The account-wide list costs pages of every variable, the per-device
-	// one a request per in-scope device: the former wins unless the scope
-	// is a small part of the fleet.
-	if l, ok := s.src.(VariableLister); ok && !s.opts.PerDeviceVariables && 2*len(devices) >= len(listed) && len(devices) > 0 {
-		vars, complete, err := s.accountVariables(ctx, l, devices, listed)
-		if err != nil {
-			return nil, nil, err
-		}
-		if complete {
-			return devices, vars, nil
-		}
-		s.log.Info("the account-wide variable list does not name a listed device for every variable (the service does not say, or devices changed meanwhile); listing each device's variables instead")
-	}
-	devices, perDevice, gone, err := s.deviceVariables(ctx, devices)
-	if err != nil {
-		return nil, nil, err
-	}
-	if gone > 0 {
-		// A device deleted while the list was paged through shifts the later
-		// pages forward, so a device that exists may have been skipped. One
-		// more pass picks those up; further churn waits for the next cycle.
-		more, err := listDevices()
-		if err != nil {
-			return nil, nil, err
-		}
-		more, moreVars, _, err := s.deviceVariables(ctx, more)
-		if err != nil {
-			return nil, nil, err
-		}
-		devices, perDevice = append(devices, more...), append(perDevice, moreVars...)
-	}
-	var vars []Variable
-	seen := make(map[string]bool)
-	for _, vs := range perDevice {
-		for _, v := range vs {
-			if !seen[v.ID] {
-				seen[v.ID] = true
-				vars = append(vars, v)
-			}
-		}
-	}
-	return devices, vars, nil
-}
-
-// accountVariables lists the variables of the in-scope devices through the
-// account-wide list. complete is false, and the caller must list device by
-// device, as soon as one variable names no device or a device the device
-// list did not have: the service may not name devices at all, or a device
-// created or shifted past a page boundary since would be missed.
-func (s *Syncer) accountVariables(ctx context.Context, l VariableLister, devices []Device, listed map[string]bool) (vars []Variable, complete bool, err error) {
-	inScope := make(map[string]*Device, len(devices))
-	for i := range devices {
-		inScope[devices[i].ID] = &devices[i]
-	}
-	seen := make(map[string]bool)
-	err = l.AllVariables(ctx, func(v Variable) error {
-		if v.DeviceID == "" || !listed[v.DeviceID] {
-			return errUnattributed
-		}
-		d, ok := inScope[v.DeviceID]
-		if !ok || seen[v.ID] {
-			return nil
-		}
-		seen[v.ID] = true
-		v.DeviceLabel = d.Label
-		vars = append(vars, v)
-		return nil
-	})
-	switch {
-	case errors.Is(err, errUnattributed):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, fmt.Errorf("list variables: %w", err)
-	}
-	return vars, true, nil
-}
-
 // runEngine runs one engine over targets, with the cycle's retention floor
 // and the configured engine options, committing marks as markFn decides.
 func (s *Syncer) runEngine(ctx context.Context, targets []Target, floor int64, markFn MarkFunc) RunResult {
@@ -361,89 +237,6 @@ func (s *Syncer) runEngine(ctx context.Context, targets []Target, floor int64, m
 	eo.Floor = floor
 	eo.FloorMargin = s.opts.Margin
 	return NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
-}
-
-// deviceVariables lists the variables of each device, with the same
-// concurrency as data requests. A device that answers 404 was deleted after
-// the device list was read: it is dropped and counted in gone, rather than
-// failing the cycle (steady churn would otherwise stop every sync).
-func (s *Syncer) deviceVariables(ctx context.Context, devices []Device) (kept []Device, perDevice [][]Variable, gone int, err error) {
-	all := make([][]Variable, len(devices))
-	errs := ForEach(ctx, len(devices), s.opts.Engine.MaxInFlight, func(i int) error {
-		d := devices[i]
-		return s.src.Variables(ctx, d, func(v Variable) error {
-			v.DeviceID, v.DeviceLabel = d.ID, d.Label
-			all[i] = append(all[i], v)
-			return nil
-		})
-	})
-	for i, d := range devices {
-		switch {
-		case IsNotFound(errs[i]):
-			s.log.Info("device disappeared during the metadata walk; it is left out of this cycle",
-				zap.String("device", d.Label), zap.String("device_id", d.ID))
-			gone++
-		case errs[i] != nil:
-			errs[i] = fmt.Errorf("list variables of device %s (%s): %w", d.Label, d.ID, errs[i])
-		default:
-			kept = append(kept, d)
-			perDevice = append(perDevice, all[i])
-		}
-		if IsNotFound(errs[i]) {
-			errs[i] = nil
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, nil, 0, err
-	}
-	return kept, perDevice, gone, nil
-}
-
-func (s *Syncer) scopeFilter(ctx context.Context, scope Scope) (func(Device) bool, error) {
-	if scope.Empty() {
-		return func(Device) bool { return true }, nil
-	}
-	ids := make(map[string]bool)
-	if len(scope.Groups)+len(scope.Organizations) > 0 {
-		r, ok := s.src.(ScopeResolver)
-		if !ok {
-			return nil, errors.New("scope by device group or organization needs a source that can list them")
-		}
-		for _, g := range scope.Groups {
-			got, err := r.GroupDeviceIDs(ctx, g)
-			if err != nil {
-				return nil, fmt.Errorf("resolve device group %s: %w", g, err)
-			}
-			for _, id := range got {
-				ids[id] = true
-			}
-		}
-		for _, o := range scope.Organizations {
-			got, err := r.OrganizationDeviceIDs(ctx, o)
-			if err != nil {
-				return nil, fmt.Errorf("resolve organization %s: %w", o, err)
-			}
-			for _, id := range got {
-				ids[id] = true
-			}
-		}
-	}
-	return func(d Device) bool {
-		if ids[d.ID] {
-			return true
-		}
-		for _, k := range scope.Devices {
-			if k == d.ID || (len(k) > 1 && k[0] == '~' && k[1:] == d.Label) {
-				return true
-			}
-		}
-		for _, t := range scope.Tags {
-			if slices.Contains(d.Tags, t) {
-				return true
-			}
-		}
-		return false
-	}, nil
 }
 
 // writeMetadata stores the walk's metadata. A SnapshotWriter gets the walk

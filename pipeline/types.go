@@ -79,10 +79,9 @@ type FrameSink interface {
 
 // Source is the Fleet Telemetry Service as the sync needs it.
 type Source interface {
-	// Devices calls fn for every device of the account, paging through all.
-	Devices(ctx context.Context, fn func(Device) error) error
-	// Variables calls fn for every variable of the device.
-	Variables(ctx context.Context, d Device, fn func(Variable) error) error
+	// Walk lists the in-scope devices and their variables, every page, each
+	// variable carrying its device's id and label.
+	Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error)
 	// Series streams the raw series of req into sink.
 	Series(ctx context.Context, req SeriesRequest, sink FrameSink) error
 }

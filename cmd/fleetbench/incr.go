@@ -257,18 +257,18 @@ func (b *bench) walkCost(ctx context.Context, sec *section, sim *simProc, ctl *s
 
 // walk lists every device and variable and returns the variable count.
 func walk(ctx context.Context, c *fleetapi.Client, perDevice bool, inFlight int) (int, error) {
-	var devices []pipeline.Device
-	if err := c.Devices(ctx, func(d pipeline.Device) error { devices = append(devices, d); return nil }); err != nil {
+	var devices []fleetapi.Device
+	if err := c.Devices(ctx, func(d fleetapi.Device) error { devices = append(devices, d); return nil }); err != nil {
 		return 0, err
 	}
 	if !perDevice {
 		n := 0
-		err := c.AllVariables(ctx, func(pipeline.Variable) error { n++; return nil })
+		err := c.AllVariables(ctx, func(fleetapi.Variable) error { n++; return nil })
 		return n, err
 	}
 	var n atomic.Int64
 	errs := pipeline.ForEach(ctx, len(devices), inFlight, func(i int) error {
-		return c.Variables(ctx, devices[i], func(pipeline.Variable) error { n.Add(1); return nil })
+		return c.Variables(ctx, devices[i], func(fleetapi.Variable) error { n.Add(1); return nil })
 	})
 	return int(n.Load()), errors.Join(errs...)
 }

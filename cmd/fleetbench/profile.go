@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetsync/fleetsync/extract/fleet"
 	"github.com/fleetsync/fleetsync/extract/fleetapi"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -53,7 +54,7 @@ func (b *bench) profiled(ctx context.Context) error {
 		return err
 	}
 	w := &countingWriter{w: ch}
-	syncer := pipeline.NewSyncer(api, w, ch, state.NewClickHouse(ch), pipeline.SyncOptions{
+	syncer := pipeline.NewSyncer(fleet.New(api, fleet.Options{MaxInFlight: t.MaxInFlight}), w, ch, state.NewClickHouse(ch), pipeline.SyncOptions{
 		Engine: pipeline.EngineOptions{
 			RowsPerRequest:      b.o.sizes.points * 2,
 			VariablesPerRequest: t.VariablesPerRequest,

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/fleetsync/fleetsync/extract/fleetapi"
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // countSink is a pipeline.FrameSink that only counts: the source ceiling
@@ -17,7 +16,7 @@ type countSink struct {
 	points, rows int64
 }
 
-func (s *countSink) Point(int, pipeline.Point) error { s.points++; return nil }
+func (s *countSink) Point(int, fleetapi.Point) error { s.points++; return nil }
 
 func (s *countSink) EndFrame(_ int, rows int) error { s.rows += int64(rows); return nil }
 
@@ -29,7 +28,7 @@ func (b *bench) apiClient(url string) (*fleetapi.Client, error) {
 // variableIDs lists the fleet's variable ids through the API.
 func variableIDs(ctx context.Context, c *fleetapi.Client) ([]string, error) {
 	var ids []string
-	err := c.AllVariables(ctx, func(v pipeline.Variable) error {
+	err := c.AllVariables(ctx, func(v fleetapi.Variable) error {
 		ids = append(ids, v.ID)
 		return nil
 	})
@@ -114,7 +113,7 @@ func fetchAll(ctx context.Context, c *fleetapi.Client, ids []string, perRequest,
 			defer wg.Done()
 			for part := range reqs {
 				var s countSink
-				err := c.Series(ctx, pipeline.SeriesRequest{VariableIDs: part, Start: start, End: end, Limit: 0}, &s)
+				err := c.Series(ctx, fleetapi.SeriesRequest{VariableIDs: part, Start: start, End: end, Limit: 0}, &s)
 				if err != nil {
 					mu.Lock()
 					if first == nil {

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/fleetsync/fleetsync/config"
+	"github.com/fleetsync/fleetsync/extract/fleet"
 	"github.com/fleetsync/fleetsync/extract/fleetapi"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -34,6 +35,7 @@ type app struct {
 	metrics *pipeline.Metrics
 	tokens  fleetapi.TokenSource
 	api     *fleetapi.Client
+	src     *fleet.Source
 	ch      *clickhouse.Client
 	store   stateStore
 	syncer  *pipeline.Syncer
@@ -179,8 +181,14 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		}
 		// The Fleet refreshes every metadata table each cycle, including
 		// groups, organizations and the configured events' logs.
-		fleet := pipeline.NewFleet(a.api, a.ch, pipeline.FleetOptions{Events: cfg.Sync.Events, MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
-		a.syncer = pipeline.NewSyncer(a.api, a.ch, fleet, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
+		a.src = fleet.New(a.api, fleet.Options{
+			// The config's validation admits only auto and per_device.
+			PerDeviceVariables: cfg.Source.VariablesListing == config.VariablesPerDevice,
+			MaxInFlight:        cfg.Sync.MaxInFlight,
+			Logger:             log.Named("sync"),
+		})
+		meta := pipeline.NewFleet(a.src, a.ch, pipeline.FleetOptions{Events: cfg.Sync.Events, MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
+		a.syncer = pipeline.NewSyncer(a.src, a.ch, meta, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
 	}
 	return a, nil
 }
@@ -206,8 +214,6 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 		ShardIndex:   c.Sync.ShardIndex,
 		ShardCount:   c.Sync.ShardCount,
 		LagThreshold: time.Duration(c.Metrics.LagThreshold),
-		// The config's validation admits only auto and per_device.
-		PerDeviceVariables: c.Source.VariablesListing == config.VariablesPerDevice,
 		Scope: pipeline.Scope{
 			Devices:       c.Sync.Devices,
 			Tags:          c.Sync.DeviceTags,

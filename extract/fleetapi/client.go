@@ -17,8 +17,6 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // Defaults of Config.
@@ -75,8 +73,7 @@ type Config struct {
 	HTTPClient *http.Client
 }
 
-// Client reads the Fleet Telemetry Service. It is safe for concurrent use
-// and implements pipeline.Source.
+// Client reads the Fleet Telemetry Service. It is safe for concurrent use.
 type Client struct {
 	cfg    Config
 	base   *url.URL
@@ -88,8 +85,6 @@ type Client struct {
 	ua     string
 	now    func() time.Time
 }
-
-var _ pipeline.Source = (*Client)(nil)
 
 // New checks cfg, fills its defaults and builds a Client. logger may be nil
 // (no logging); reg may be nil (metrics are kept but not registered).

@@ -22,8 +22,6 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 const secret = "s3cr3t-token-value"
@@ -107,7 +105,7 @@ func writeDevicesPage(w http.ResponseWriter, next any, ids ...string) {
 
 func collectDevices(c *Client) ([]string, error) {
 	var ids []string
-	err := c.Devices(context.Background(), func(d pipeline.Device) error {
+	err := c.Devices(context.Background(), func(d Device) error {
 		ids = append(ids, d.ID)
 		return nil
 	})
@@ -285,7 +283,7 @@ func TestClientStopsRetryingWhenTheContextEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err := c.Devices(ctx, func(pipeline.Device) error { return nil })
+	err := c.Devices(ctx, func(Device) error { return nil })
 	if err == nil {
 		t.Fatal("no error")
 	}
@@ -434,7 +432,7 @@ func TestSeriesCutAfterDeliveryIsReturnedRetryable(t *testing.T) {
 	defer srv.Close()
 	c, _, _ := newTestClient(t, srv.URL, nil)
 	rec := newRecorder()
-	err := c.Series(context.Background(), pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1, Limit: 10}, rec)
+	err := c.Series(context.Background(), SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1, Limit: 10}, rec)
 	var te *TransportError
 	if !errors.As(err, &te) || !Retryable(err) {
 		t.Fatalf("got %v (%T), want a retryable *TransportError", err, err)
@@ -453,7 +451,7 @@ func TestSeriesCutBeforeDeliveryIsRetried(t *testing.T) {
 	defer srv.Close()
 	c, _, _ := newTestClient(t, srv.URL, nil)
 	rec := newRecorder()
-	err := c.Series(context.Background(), pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1, Limit: 10}, rec)
+	err := c.Series(context.Background(), SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1, Limit: 10}, rec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,7 +470,7 @@ func TestSeriesSendsBothBoundsColumnsAndLimit(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, _, _ := newTestClient(t, srv.URL+"/prefix/", nil)
-	req := pipeline.SeriesRequest{VariableIDs: []string{"a", "b"}, Start: t0, End: t2, Limit: 500}
+	req := SeriesRequest{VariableIDs: []string{"a", "b"}, Start: t0, End: t2, Limit: 500}
 	if err := c.Series(context.Background(), req, newRecorder()); err != nil {
 		t.Fatal(err)
 	}

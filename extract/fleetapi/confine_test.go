@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // These tests pin what lets the pipeline confine a failed multi-variable
@@ -38,14 +36,14 @@ func fixedServer(t *testing.T, status int, header http.Header, body string) (*ht
 
 // variableIndex is what the pipeline's engine sees of err.
 func variableIndex(err error) (int, bool) {
-	var ve pipeline.VariableError
+	var ve variableError
 	if !errors.As(err, &ve) {
 		return 0, false
 	}
 	return ve.VariableIndex(), true
 }
 
-var req3 = pipeline.SeriesRequest{VariableIDs: []string{"va", "vb", "vc"}, Start: t0, End: t0 + 10_000, Limit: 100}
+var req3 = SeriesRequest{VariableIDs: []string{"va", "vb", "vc"}, Start: t0, End: t0 + 10_000, Limit: 100}
 
 const cols3 = `[["timestamp","va.value.value","va.value.context"],["timestamp","vb.value.value","vb.value.context"],["timestamp","vc.value.value","vc.value.context"]]`
 
@@ -105,7 +103,7 @@ func TestSeriesUndecodableFrameIsAVariableErrorNamingTheVariableAndWindow(t *tes
 			if strings.ContainsAny(msg, "\r\n") {
 				t.Errorf("error spans lines: %q", msg)
 			}
-			if Retryable(err) || pipeline.IsRetryable(err) || n.Load() != 1 {
+			if Retryable(err) || retryableByMethod(err) || n.Load() != 1 {
 				t.Errorf("a refused frame must be permanent and not retried: %d requests, %v", n.Load(), err)
 			}
 			assertNoSecret(t, err, logs)
@@ -157,7 +155,7 @@ func TestSeriesBodyCutInsideAFrameIsTiedToNoVariable(t *testing.T) {
 	c, _, _ := newTestClient(t, srv.URL, nil)
 	err = c.Series(bg, req3, newRecorder())
 	var te *TransportError
-	if !errors.As(err, &te) || !pipeline.IsRetryable(err) {
+	if !errors.As(err, &te) || !retryableByMethod(err) {
 		t.Fatalf("got %v (%T), want a retryable *TransportError", err, err)
 	}
 	if got, ok := variableIndex(err); !ok || got != -1 {
@@ -197,13 +195,13 @@ func TestAPIErrorVariableScoped(t *testing.T) {
 		if got := e.VariableScoped(); got != tc.scoped {
 			t.Errorf("HTTP %d %s: VariableScoped() = %v, want %v", tc.status, tc.body, got, tc.scoped)
 		}
-		if got := pipeline.IsScoped(e); got != tc.scoped {
-			t.Errorf("HTTP %d %s: pipeline.IsScoped = %v, want %v", tc.status, tc.body, got, tc.scoped)
+		if got := scopedByMethod(e); got != tc.scoped {
+			t.Errorf("HTTP %d %s: IsScoped (as the pipeline reads it) = %v, want %v", tc.status, tc.body, got, tc.scoped)
 		}
 	}
 	// The retention rejection of CSV has an empty 403 body and no code.
 	re := &RetentionError{API: ParseError(403, nil)}
-	if pipeline.IsScoped(re) {
+	if scopedByMethod(re) {
 		t.Error("a retention rejection with an empty body is scoped")
 	}
 }
@@ -212,9 +210,9 @@ func TestSeriesScopedRejectionIsNotRetried(t *testing.T) {
 	srv, n := fixedServer(t, 423, nil, `{"detail":"Device disabled."}`)
 	c, _, _ := newTestClient(t, srv.URL, nil)
 	err := c.Series(bg, req3, newRecorder())
-	if !pipeline.IsScoped(err) || pipeline.IsRetryable(err) || n.Load() != 1 {
+	if !scopedByMethod(err) || retryableByMethod(err) || n.Load() != 1 {
 		t.Errorf("423: scoped %v, retryable %v, %d requests; want scoped, permanent, 1 request: %v",
-			pipeline.IsScoped(err), pipeline.IsRetryable(err), n.Load(), err)
+			scopedByMethod(err), retryableByMethod(err), n.Load(), err)
 	}
 	if got, ok := variableIndex(err); !ok || got != -1 {
 		t.Errorf("a body naming no variable: VariableIndex() = %d (%v), want -1", got, ok)
@@ -269,7 +267,7 @@ func TestClientRetriesAnUnsafeRequestAfter420(t *testing.T) {
 
 func TestSeriesRejectionNamingOneVariableIsAVariableError(t *testing.T) {
 	ids := []string{"5f1a", "v1", "v10", "a-b"}
-	req := pipeline.SeriesRequest{VariableIDs: ids, Start: t0, End: t0 + 10_000, Limit: 100}
+	req := SeriesRequest{VariableIDs: ids, Start: t0, End: t0 + 10_000, Limit: 100}
 	cases := []struct {
 		name   string
 		status int
@@ -299,8 +297,8 @@ func TestSeriesRejectionNamingOneVariableIsAVariableError(t *testing.T) {
 			if got, ok := variableIndex(err); !ok || got != tc.index {
 				t.Errorf("VariableIndex() = %d (implemented %v), want %d: %v", got, ok, tc.index, err)
 			}
-			if scoped := tc.status != 402; pipeline.IsScoped(err) != scoped {
-				t.Errorf("pipeline.IsScoped = %v, want %v", !scoped, scoped)
+			if scoped := tc.status != 402; scopedByMethod(err) != scoped {
+				t.Errorf("IsScoped (as the pipeline reads it) = %v, want %v", !scoped, scoped)
 			}
 			if n.Load() != 1 {
 				t.Errorf("%d requests, want 1", n.Load())

@@ -33,7 +33,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 const (
@@ -280,7 +279,7 @@ func rawCall(ctx context.Context, c *Client, method, prefix, path string, q url.
 		}})
 }
 
-func seriesOf(t *testing.T, c *Client, joined bool, req pipeline.SeriesRequest) *recorder {
+func seriesOf(t *testing.T, c *Client, joined bool, req SeriesRequest) *recorder {
 	t.Helper()
 	rec := newRecorder()
 	var err error
@@ -393,11 +392,11 @@ func TestSpec_TopLevelVariableLabelKeyGives400001(t *testing.T) {
 func TestSpec_DataPointAndActivityTimestampsArePOSIXMilliseconds(t *testing.T) {
 	e := newConf(t, fleetsim.Options{})
 	c := e.ordinary()
-	err := c.Devices(bg, func(d pipeline.Device) error {
+	err := c.Devices(bg, func(d Device) error {
 		if d.LastActivityMs < 1e12 || d.LastActivityMs > e.nowMs() {
 			t.Errorf("device %s lastActivity %d is not milliseconds up to now", d.Label, d.LastActivityMs)
 		}
-		return c.Variables(bg, d, func(v pipeline.Variable) error {
+		return c.Variables(bg, d, func(v Variable) error {
 			if v.LastActivityMs != 0 && (v.LastActivityMs < 1e12 || v.LastActivityMs > e.nowMs()) {
 				t.Errorf("variable %s lastActivity %d", v.ID, v.LastActivityMs)
 			}
@@ -409,7 +408,7 @@ func TestSpec_DataPointAndActivityTimestampsArePOSIXMilliseconds(t *testing.T) {
 	}
 	v := e.busyVariable("temperature", 10)
 	lo, hi := e.window()
-	rec := seriesOf(t, c, false, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
+	rec := seriesOf(t, c, false, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
 	if len(rec.frames[0]) == 0 {
 		t.Fatal("no points")
 	}
@@ -551,7 +550,7 @@ func TestSpec_PositionContextHoldsLatAndLngNumbersAndValueIsAccuracy(t *testing.
 	e := newConf(t, fleetsim.Options{})
 	v := e.busyVariable("position", 10)
 	lo, hi := e.window()
-	rec := seriesOf(t, e.ordinary(), false, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
+	rec := seriesOf(t, e.ordinary(), false, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
 	for _, p := range rec.frames[0] {
 		lat, lng, hasLat, hasLng := LatLng([]byte(p.ctx))
 		if !hasLat || !hasLng || math.Abs(lat) > 90 || math.Abs(lng) > 180 {
@@ -567,7 +566,7 @@ func TestSpec_ContextIsAnEmptyObjectWhenThereIsNoContext(t *testing.T) {
 	e := newConf(t, fleetsim.Options{})
 	v := e.busyVariable("humidity", 10)
 	lo, hi := e.window()
-	rec := seriesOf(t, e.ordinary(), false, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
+	rec := seriesOf(t, e.ordinary(), false, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
 	for _, p := range rec.frames[0] {
 		if p.ctx != "{}" {
 			t.Fatalf("context %q, want {}", p.ctx)
@@ -589,7 +588,7 @@ func newGroup(t *testing.T, e *confEnv, c *Client, label string) DeviceGroup {
 func members(t *testing.T, c *Client, key string) []string {
 	t.Helper()
 	var ids []string
-	if err := c.DeviceGroupDevices(bg, key, func(d pipeline.Device) error { ids = append(ids, d.ID); return nil }); err != nil {
+	if err := c.DeviceGroupDevices(bg, key, func(d Device) error { ids = append(ids, d.ID); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	sort.Strings(ids)
@@ -804,7 +803,7 @@ func TestSpec_OrganizationDevicesAndDashboardsWorkWithAnOrdinaryToken(t *testing
 	c := e.ordinary()
 	for _, o := range e.sim.Organizations() {
 		var ids []string
-		err := c.OrganizationDevices(bg, o.ID, func(d pipeline.Device) error {
+		err := c.OrganizationDevices(bg, o.ID, func(d Device) error {
 			if d.Organization != o.ID {
 				t.Errorf("device %s organization %q, want %q", d.ID, d.Organization, o.ID)
 			}
@@ -838,8 +837,8 @@ func TestSpec_OrganizationDevicesAndDashboardsWorkWithAnOrdinaryToken(t *testing
 func TestSpec_DevicesVariablesAndDeviceVariablesArePaginatedLists(t *testing.T) {
 	e := newConf(t, fleetsim.Options{Devices: 10, Variables: 4, Points: 5})
 	c := e.ordinary() // page size 3: several pages everywhere
-	var devs []pipeline.Device
-	if err := c.Devices(bg, func(d pipeline.Device) error { devs = append(devs, d); return nil }); err != nil {
+	var devs []Device
+	if err := c.Devices(bg, func(d Device) error { devs = append(devs, d); return nil }); err != nil {
 		t.Fatal(err)
 	}
 	want := e.sim.Devices()
@@ -851,8 +850,8 @@ func TestSpec_DevicesVariablesAndDeviceVariablesArePaginatedLists(t *testing.T) 
 		if d.ID != want[i].ID || d.Label != want[i].Label || strings.Join(d.Tags, ",") != strings.Join(want[i].Tags, ",") {
 			t.Errorf("device %d: %+v, want %+v", i, d, want[i])
 		}
-		var vs []pipeline.Variable
-		if err := c.Variables(bg, d, func(v pipeline.Variable) error { vs = append(vs, v); return nil }); err != nil {
+		var vs []Variable
+		if err := c.Variables(bg, d, func(v Variable) error { vs = append(vs, v); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if len(vs) != len(want[i].Variables) {
@@ -866,7 +865,7 @@ func TestSpec_DevicesVariablesAndDeviceVariablesArePaginatedLists(t *testing.T) 
 		nvars += len(vs)
 	}
 	all := 0
-	if err := c.AllVariables(bg, func(pipeline.Variable) error { all++; return nil }); err != nil || all != nvars {
+	if err := c.AllVariables(bg, func(Variable) error { all++; return nil }); err != nil || all != nvars {
 		t.Errorf("/variables/ gave %d, want %d (%v)", all, nvars, err)
 	}
 }
@@ -890,7 +889,7 @@ func TestSpec_InvalidFilterSyntaxIsSilentlyIgnored(t *testing.T) {
 func collectValues(t *testing.T, c *Client, id string, q ValuesQuery) []recPoint {
 	t.Helper()
 	var out []recPoint
-	if err := c.Values(bg, id, q, func(p pipeline.Point) error {
+	if err := c.Values(bg, id, q, func(p Point) error {
 		out = append(out, recPoint{p.TsMs, p.Value, string(p.Context)})
 		return nil
 	}); err != nil {
@@ -902,7 +901,7 @@ func collectValues(t *testing.T, c *Client, id string, q ValuesQuery) []recPoint
 func collectCSV(t *testing.T, c *Client, id string, q ValuesQuery) []recPoint {
 	t.Helper()
 	var out []recPoint
-	if err := c.ValuesCSV(bg, id, q, func(p pipeline.Point) error {
+	if err := c.ValuesCSV(bg, id, q, func(p Point) error {
 		out = append(out, recPoint{p.TsMs, p.Value, string(p.Context)})
 		return nil
 	}); err != nil {
@@ -999,7 +998,7 @@ func TestSpec_CSVPageIsIgnoredAndEveryPageNumberReturnsTheFirstPage(t *testing.T
 		var got []recPoint
 		err := c.do(bg, &call{method: "GET", endpoint: epValuesCSV, u: c.apiURL(dataPrefix, "/variables/"+esc(v.ID)+"/values", q), csv: true,
 			handle: func(_ *http.Response, r io.Reader) error {
-				return DecodeValuesCSV(r, func(p pipeline.Point) error {
+				return DecodeValuesCSV(r, func(p Point) error {
 					got = append(got, recPoint{p.TsMs, p.Value, string(p.Context)})
 					return nil
 				})
@@ -1277,7 +1276,7 @@ func TestSpec_RawSeriesJoinDataframesFalseGivesOneFramePerVariableInRequestOrder
 		ids = append(ids, v.ID)
 	}
 	lo, hi := e.window()
-	rec := seriesOf(t, e.ordinary(), false, pipeline.SeriesRequest{VariableIDs: ids, Start: lo, End: hi})
+	rec := seriesOf(t, e.ordinary(), false, SeriesRequest{VariableIDs: ids, Start: lo, End: hi})
 	if len(rec.rows) != len(ids) {
 		t.Fatalf("%d frames for %d variables", len(rec.rows), len(ids))
 	}
@@ -1296,7 +1295,7 @@ func TestSpec_RawSeriesJoinDataframesTrueIsOneOuterJoinedFrameWithNullCells(t *t
 		ids = append(ids, v.ID) // includes the fleet's empty variable
 	}
 	lo, hi := e.window()
-	req := pipeline.SeriesRequest{VariableIDs: ids, Start: lo, End: hi}
+	req := SeriesRequest{VariableIDs: ids, Start: lo, End: hi}
 	joined := seriesOf(t, e.ordinary(), true, req)
 	for i, id := range ids {
 		samePoints(t, "joined frame of "+id, joined.frames[i], e.pointsIn(id, lo, hi))
@@ -1359,7 +1358,7 @@ func TestSpec_RawSeriesCellPositionsAreReadFromTheReturnedColumns(t *testing.T) 
 	// the answer with the client's decoder.
 	body, _ := json.Marshal(map[string]any{"variables": []string{v.ID}, "columns": []string{"value.context", "device.label", "value.value", "timestamp"}, "join_dataframes": false, "start": lo, "end": hi})
 	rec := newRecorder()
-	req := pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi}
+	req := SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi}
 	err := e.ordinary().do(bg, &call{method: "POST", endpoint: epRawSeries, u: e.ordinary().apiURL(dataPrefix, "/data/raw/series", nil), body: body,
 		handle: func(_ *http.Response, r io.Reader) error { return DecodeSeries(r, req, rec) }})
 	if err != nil {
@@ -1412,8 +1411,8 @@ func TestSpec_RawSeriesLimitIsPerVariableNotPerResponse(t *testing.T) {
 	e := newConf(t, fleetsim.Options{})
 	ids := []string{e.busyVariable("temperature", 20).ID, e.busyVariable("position", 20).ID}
 	lo, hi := e.window()
-	rec := seriesOf(t, e.ordinary(), false, pipeline.SeriesRequest{VariableIDs: ids, Start: lo, End: hi, Limit: 7})
-	joined := seriesOf(t, e.ordinary(), true, pipeline.SeriesRequest{VariableIDs: ids, Start: lo, End: hi, Limit: 7})
+	rec := seriesOf(t, e.ordinary(), false, SeriesRequest{VariableIDs: ids, Start: lo, End: hi, Limit: 7})
+	joined := seriesOf(t, e.ordinary(), true, SeriesRequest{VariableIDs: ids, Start: lo, End: hi, Limit: 7})
 	for i := range ids {
 		if rec.rows[i] != 7 || len(rec.frames[i]) != 7 || joined.rows[i] != 7 {
 			t.Errorf("variable %d: %d rows (joined %d), want 7 each", i, rec.rows[i], joined.rows[i])
@@ -1425,7 +1424,7 @@ func TestSpec_RawSeriesLimitZeroMeansNoLimit(t *testing.T) {
 	e := newConf(t, fleetsim.Options{})
 	v := e.busyVariable("temperature", 150)
 	lo, hi := e.window()
-	rec := seriesOf(t, e.ordinary(), false, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi, Limit: 0})
+	rec := seriesOf(t, e.ordinary(), false, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi, Limit: 0})
 	samePoints(t, "limit 0", rec.frames[0], e.pointsIn(v.ID, lo, hi))
 	// With neither bound, limit 0 returns the entire retained series.
 	body, _ := json.Marshal(map[string]any{"variables": []string{v.ID}, "columns": []string{"timestamp"}, "join_dataframes": false, "limit": 0})
@@ -1444,7 +1443,7 @@ func TestSpec_RawSeriesNegativeLimitGives400(t *testing.T) {
 	e := newConf(t, fleetsim.Options{})
 	v := e.busyVariable("temperature", 3)
 	lo, hi := e.window()
-	err := e.ordinary().Series(bg, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi, Limit: -1}, newRecorder())
+	err := e.ordinary().Series(bg, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi, Limit: -1}, newRecorder())
 	if ae := apiErr(t, err); ae.Status != 400 || Retryable(err) {
 		t.Errorf("got %v", err)
 	}
@@ -1516,7 +1515,7 @@ func TestSpec_BothBoundsReadWithinTheRangeInclusiveOnBothEnds(t *testing.T) {
 	lo, hi := e.window()
 	pts := e.pointsIn(v.ID, lo, hi)
 	a, b := pts[10].TimestampMs, pts[140].TimestampMs
-	rec := seriesOf(t, e.ordinary(), false, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: a, End: b})
+	rec := seriesOf(t, e.ordinary(), false, SeriesRequest{VariableIDs: []string{v.ID}, Start: a, End: b})
 	samePoints(t, "[a, b]", rec.frames[0], pts[10:141])
 	agg, err := e.ordinary().Aggregate(bg, AggregationRequest{VariableIDs: []string{v.ID}, Aggregation: "count", Start: a, End: b})
 	if err != nil || agg[0].Value != 131 {
@@ -1531,12 +1530,12 @@ func TestSpec_RequestsCarryTheTokenInTheXAuthTokenHeader(t *testing.T) {
 	c := e.ordinary()
 	v := e.busyVariable("temperature", 10)
 	lo, hi := e.window()
-	_ = c.Devices(bg, func(pipeline.Device) error { return nil })
+	_ = c.Devices(bg, func(Device) error { return nil })
 	_ = collectValues(t, c, v.ID, ValuesQuery{Start: lo, End: hi})
 	_ = collectCSV(t, c, v.ID, ValuesQuery{Start: lo, End: hi})
 	_, _, _ = c.Statistic(bg, v.ID, "mean", lo, hi)
 	_, _ = c.Aggregate(bg, AggregationRequest{VariableIDs: []string{v.ID}, Aggregation: "max", Start: lo, End: hi})
-	_ = seriesOf(t, c, false, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
+	_ = seriesOf(t, c, false, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
 	reqs := e.requests()
 	if len(reqs) < 6 {
 		t.Fatalf("only %d requests", len(reqs))
@@ -1616,7 +1615,7 @@ func TestSpec_TokenExpiryMidIterationIsRecoveredByReReadingTheTokenFile(t *testi
 	}
 	c := e.client(FileToken(path), nil) // page size 3: four pages
 	var ids []string
-	err := c.Devices(bg, func(d pipeline.Device) error {
+	err := c.Devices(bg, func(d Device) error {
 		ids = append(ids, d.ID)
 		if len(ids) == 4 { // on the second page: the token expires and a fresh one is mounted
 			e.sim.ExpireTokens()
@@ -1721,10 +1720,10 @@ func TestSpec_RetentionViolationIsRejectedInFullWith403003OnEveryDataRead(t *tes
 	old, now := floor-1000, e.nowMs()
 	cases := map[string]func() error{
 		"raw series start": func() error {
-			return c.Series(bg, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: old, End: now}, newRecorder())
+			return c.Series(bg, SeriesRequest{VariableIDs: []string{v.ID}, Start: old, End: now}, newRecorder())
 		},
 		"raw series both": func() error {
-			return c.Series(bg, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: old, End: old + 1}, newRecorder())
+			return c.Series(bg, SeriesRequest{VariableIDs: []string{v.ID}, Start: old, End: old + 1}, newRecorder())
 		},
 		"aggregation start": func() error {
 			_, err := c.Aggregate(bg, AggregationRequest{VariableIDs: []string{v.ID}, Aggregation: "count", Start: old})
@@ -1736,13 +1735,13 @@ func TestSpec_RetentionViolationIsRejectedInFullWith403003OnEveryDataRead(t *tes
 		},
 		"statistics": func() error { _, _, err := c.Statistic(bg, v.ID, "count", old, now); return err },
 		"values start": func() error {
-			return c.Values(bg, v.ID, ValuesQuery{Start: old}, func(pipeline.Point) error { return nil })
+			return c.Values(bg, v.ID, ValuesQuery{Start: old}, func(Point) error { return nil })
 		},
 		"values end": func() error {
-			return c.Values(bg, v.ID, ValuesQuery{End: old}, func(pipeline.Point) error { return nil })
+			return c.Values(bg, v.ID, ValuesQuery{End: old}, func(Point) error { return nil })
 		},
 		"values both": func() error {
-			return c.Values(bg, v.ID, ValuesQuery{Start: old, End: now}, func(pipeline.Point) error { return nil })
+			return c.Values(bg, v.ID, ValuesQuery{Start: old, End: now}, func(Point) error { return nil })
 		},
 	}
 	for name, f := range cases {
@@ -1753,7 +1752,7 @@ func TestSpec_RetentionViolationIsRejectedInFullWith403003OnEveryDataRead(t *tes
 		}
 	}
 	// Moving the floor forward is enough: the in-window range passes.
-	if err := c.Series(bg, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: floor + 1000, End: now}, newRecorder()); err != nil {
+	if err := c.Series(bg, SeriesRequest{VariableIDs: []string{v.ID}, Start: floor + 1000, End: now}, newRecorder()); err != nil {
 		t.Errorf("in-window range: %v", err)
 	}
 }
@@ -1762,7 +1761,7 @@ func TestSpec_RetentionViolationInCSVHasACompletelyEmpty403Body(t *testing.T) {
 	e := newConf(t, fleetsim.Options{})
 	v := e.busyVariable("temperature", 10)
 	old := e.sim.RetentionFloor().UnixMilli() - 1000
-	err := e.ordinary().ValuesCSV(bg, v.ID, ValuesQuery{Start: old}, func(pipeline.Point) error { return nil })
+	err := e.ordinary().ValuesCSV(bg, v.ID, ValuesQuery{Start: old}, func(Point) error { return nil })
 	var re *RetentionError
 	if !errors.As(err, &re) || re.API.Status != 403 || re.API.Code != 0 || re.API.Message != "" {
 		t.Errorf("got %v, want a *RetentionError from an empty 403", err)
@@ -1773,7 +1772,7 @@ func TestSpec_ASecondsPrecisionTimestampReadsAs1970AndTriggersRetention(t *testi
 	e := newConf(t, fleetsim.Options{})
 	v := e.busyVariable("temperature", 10)
 	secs := e.clock.Now().Add(-time.Hour).Unix()
-	err := e.ordinary().Series(bg, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: secs, End: e.clock.Now().Unix()}, newRecorder())
+	err := e.ordinary().Series(bg, SeriesRequest{VariableIDs: []string{v.ID}, Start: secs, End: e.clock.Now().Unix()}, newRecorder())
 	if !IsRetention(err) {
 		t.Errorf("got %v, want a retention error", err)
 	}
@@ -1834,7 +1833,7 @@ func TestSpec_PageSizeDefaultIs200ForVariables(t *testing.T) {
 func TestSpec_PagingEndsWhenNextIsNull(t *testing.T) {
 	e := newConf(t, fleetsim.Options{Devices: 7, Variables: 1, Points: 2})
 	n := 0
-	if err := e.ordinary().Devices(bg, func(pipeline.Device) error { n++; return nil }); err != nil || n != 7 {
+	if err := e.ordinary().Devices(bg, func(Device) error { n++; return nil }); err != nil || n != 7 {
 		t.Fatalf("%d devices, %v", n, err)
 	}
 	pages := 0
@@ -1979,13 +1978,13 @@ func TestSpec_ServerErrorsAndCutBodiesAreRetriedUntilTheDataIsComplete(t *testin
 	e := newConf(t, fleetsim.Options{Faults: fleetsim.Faults{ErrorRate: 0.2, CutRate: 0.3, Seed: 3}})
 	c := e.ordinary()
 	n := 0
-	if err := c.Devices(bg, func(pipeline.Device) error { n++; return nil }); err != nil || n != 4 {
+	if err := c.Devices(bg, func(Device) error { n++; return nil }); err != nil || n != 4 {
 		t.Fatalf("devices under faults: %d, %v", n, err)
 	}
 	lo, hi := e.window()
 	// The caller's part of the contract: a failed Series is discarded whole
 	// and read again when Retryable says so.
-	readAll := func(req pipeline.SeriesRequest) *recorder {
+	readAll := func(req SeriesRequest) *recorder {
 		for attempt := 0; ; attempt++ {
 			rec := newRecorder()
 			err := c.Series(bg, req, rec)
@@ -2000,10 +1999,10 @@ func TestSpec_ServerErrorsAndCutBodiesAreRetriedUntilTheDataIsComplete(t *testin
 	var ids []string
 	for _, v := range e.variables("") {
 		ids = append(ids, v.ID)
-		rec := readAll(pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
+		rec := readAll(SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
 		samePoints(t, "series under faults "+v.ID, rec.frames[0], e.pointsIn(v.ID, lo, hi))
 	}
-	rec := readAll(pipeline.SeriesRequest{VariableIDs: ids, Start: lo, End: hi})
+	rec := readAll(SeriesRequest{VariableIDs: ids, Start: lo, End: hi})
 	for i, id := range ids {
 		samePoints(t, "series under faults "+id, rec.frames[i], e.pointsIn(id, lo, hi))
 	}
@@ -2038,8 +2037,8 @@ func TestSpec_VersionIsPartOfThePath(t *testing.T) {
 	c := e.ordinary()
 	v := e.busyVariable("temperature", 5)
 	lo, hi := e.window()
-	_ = c.Devices(bg, func(pipeline.Device) error { return nil })
-	_ = seriesOf(t, c, false, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
+	_ = c.Devices(bg, func(Device) error { return nil })
+	_ = seriesOf(t, c, false, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
 	for _, r := range e.requests() {
 		if !strings.HasPrefix(r.path, "/api/v2.0/") && !strings.HasPrefix(r.path, "/api/v1.6/") {
 			t.Errorf("request outside the versioned paths: %s", r.path)
@@ -2082,11 +2081,11 @@ func TestClientMetricsNameEndpointsNeverIds(t *testing.T) {
 		t.Fatal(err)
 	}
 	lo, hi := e.window()
-	_ = c.Devices(bg, func(d pipeline.Device) error {
-		return c.Variables(bg, d, func(v pipeline.Variable) error {
+	_ = c.Devices(bg, func(d Device) error {
+		return c.Variables(bg, d, func(v Variable) error {
 			_, _ = c.Variable(bg, v.ID)
 			_, _, _ = c.Statistic(bg, v.ID, "count", lo, hi)
-			return c.Series(bg, pipeline.SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi}, newRecorder())
+			return c.Series(bg, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi}, newRecorder())
 		})
 	})
 	allowed := map[string]bool{epDevices: true, epDeviceVariables: true, epVariable: true, epStatistics: true, epRawSeries: true}
@@ -2135,7 +2134,7 @@ func TestSpec_ValuesPathIsAlsoUsedWithATrailingSlash(t *testing.T) {
 		var csvRows int
 		err = c.do(bg, &call{method: "GET", endpoint: epValuesCSV, u: c.apiURL(dataPrefix, "/variables/"+esc(v.ID)+path, ValuesQuery{Start: lo, End: hi}.values("csv")), csv: true,
 			handle: func(_ *http.Response, r io.Reader) error {
-				return DecodeValuesCSV(r, func(pipeline.Point) error { csvRows++; return nil })
+				return DecodeValuesCSV(r, func(Point) error { csvRows++; return nil })
 			}})
 		if want := len(e.pointsIn(v.ID, lo, hi)); err != nil || csvRows != want {
 			t.Errorf("CSV %s: %d points, %v; want %d", path, csvRows, err, want)

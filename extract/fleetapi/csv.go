@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // DecodeValuesCSV reads a `GET values?format=csv` body and calls fn for each
@@ -21,7 +19,7 @@ import (
 //
 // Errors from fn are returned wrapped but otherwise unchanged; a malformed
 // body is a *DecodeError naming its row (the header is row 0).
-func DecodeValuesCSV(r io.Reader, fn func(pipeline.Point) error) error {
+func DecodeValuesCSV(r io.Reader, fn func(Point) error) error {
 	cr := csv.NewReader(r)
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
@@ -75,7 +73,7 @@ func DecodeValuesCSV(r io.Reader, fn func(pipeline.Point) error) error {
 		if err != nil {
 			return fail(row, "context %q: %v", clip(rec[3], 80), err)
 		}
-		if err := fn(pipeline.Point{TsMs: ts, Value: val, Context: ctx}); err != nil {
+		if err := fn(Point{TsMs: ts, Value: val, Context: ctx}); err != nil {
 			return fmt.Errorf("values csv row %d: %w", row, err)
 		}
 	}

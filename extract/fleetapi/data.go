@@ -11,8 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // ValuesQuery narrows a GET values read.
@@ -55,13 +53,13 @@ type valueJSON struct {
 // point converts p; ok is false when its timestamp or value is null. A
 // Value of NaN, Infinity or -Infinity (see decodeValuesPage) gives the
 // non-finite float, and such tokens inside the context are kept verbatim.
-func (p valueJSON) point() (pipeline.Point, bool) {
+func (p valueJSON) point() (Point, bool) {
 	if p.Timestamp == "" || p.Value == "" {
-		return pipeline.Point{}, false
+		return Point{}, false
 	}
 	ts, err := parseMillis([]byte(p.Timestamp))
 	if err != nil {
-		return pipeline.Point{}, false
+		return Point{}, false
 	}
 	var v float64
 	switch tok := string(p.Value); tok {
@@ -69,10 +67,10 @@ func (p valueJSON) point() (pipeline.Point, bool) {
 		v = nonFiniteValue(tok)
 	default:
 		if v, err = parseFloat([]byte(p.Value)); err != nil {
-			return pipeline.Point{}, false
+			return Point{}, false
 		}
 	}
-	return pipeline.Point{TsMs: ts, Value: v, Context: contextObject(p.Context)}, true
+	return Point{TsMs: ts, Value: v, Context: contextObject(p.Context)}, true
 }
 
 // decodeValuesPage reads one page of GET values into page, as decodeJSON
@@ -314,7 +312,7 @@ func contextObject(raw json.RawMessage) json.RawMessage {
 // such tokens inside a context are kept verbatim. A page that vanishes
 // while the list is paged is an error here, not a restart: points have no
 // id to tell those already passed to fn.
-func (c *Client) Values(ctx context.Context, variableID string, q ValuesQuery, fn func(pipeline.Point) error) error {
+func (c *Client) Values(ctx context.Context, variableID string, q ValuesQuery, fn func(Point) error) error {
 	if q.PageSize == 0 {
 		q.PageSize = c.cfg.PageSize
 	}
@@ -338,13 +336,13 @@ func (c *Client) Values(ctx context.Context, variableID string, q ValuesQuery, f
 // a page size it downloads the entire retained series. A retention
 // violation, which CSV answers with an empty 403, is a *RetentionError. On
 // error, fn may have seen part of the response; the caller must discard it.
-func (c *Client) ValuesCSV(ctx context.Context, variableID string, q ValuesQuery, fn func(pipeline.Point) error) error {
+func (c *Client) ValuesCSV(ctx context.Context, variableID string, q ValuesQuery, fn func(Point) error) error {
 	delivered := false
 	u := c.apiURL(dataPrefix, "/variables/"+esc(variableID)+"/values", q.values("csv"))
 	err := c.do(ctx, &call{method: http.MethodGet, endpoint: epValuesCSV, u: u, accept: "text/csv", csv: true,
 		delivered: func() bool { return delivered },
 		handle: func(_ *http.Response, body io.Reader) error {
-			return DecodeValuesCSV(body, func(p pipeline.Point) error {
+			return DecodeValuesCSV(body, func(p Point) error {
 				delivered = true
 				return fn(p)
 			})
@@ -632,11 +630,11 @@ type seriesBody struct {
 
 // trackingSink notes whether anything reached the caller's sink.
 type trackingSink struct {
-	pipeline.FrameSink
+	FrameSink
 	delivered bool
 }
 
-func (t *trackingSink) Point(i int, p pipeline.Point) error {
+func (t *trackingSink) Point(i int, p Point) error {
 	t.delivered = true
 	return t.FrameSink.Point(i, p)
 }
@@ -656,7 +654,7 @@ func (t *trackingSink) EndFrame(i, rows int) error {
 // discard; the error tells by Retryable whether reading the request again is
 // worthwhile (a body cut mid-stream is), and a range reaching past retention
 // is a *RetentionError.
-func (c *Client) Series(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
+func (c *Client) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
 	return c.series(ctx, req, sink, false)
 }
 
@@ -665,11 +663,11 @@ func (c *Client) Series(ctx context.Context, req pipeline.SeriesRequest, sink pi
 // into one frame per variable (holding the response's points meanwhile), so
 // the sink sees the same shape as with Series. A variable's row count is the
 // number of joined rows where it has a sample.
-func (c *Client) SeriesJoined(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
+func (c *Client) SeriesJoined(ctx context.Context, req SeriesRequest, sink FrameSink) error {
 	return c.series(ctx, req, sink, true)
 }
 
-func (c *Client) series(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink, joined bool) error {
+func (c *Client) series(ctx context.Context, req SeriesRequest, sink FrameSink, joined bool) error {
 	if len(req.VariableIDs) == 0 {
 		return nil
 	}

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 func TestLatLngReadsTopLevelNumbersOnly(t *testing.T) {
@@ -88,7 +86,7 @@ func TestDecodeValuesCSV(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			err := DecodeValuesCSV(strings.NewReader(tc.body), func(p pipeline.Point) error {
+			err := DecodeValuesCSV(strings.NewReader(tc.body), func(p Point) error {
 				got = append(got, fmt.Sprintf("[%d %v %s]", p.TsMs, p.Value, p.Context))
 				return nil
 			})
@@ -118,7 +116,7 @@ func TestDecodeValuesCSVRejects(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			err := DecodeValuesCSV(strings.NewReader(tc.body), func(pipeline.Point) error { return nil })
+			err := DecodeValuesCSV(strings.NewReader(tc.body), func(Point) error { return nil })
 			var de *DecodeError
 			if !errors.As(err, &de) {
 				t.Fatalf("got %v, want a *DecodeError", err)
@@ -132,7 +130,7 @@ func TestDecodeValuesCSVRejects(t *testing.T) {
 
 func TestDecodeValuesCSVPassesCallbackErrorsThrough(t *testing.T) {
 	body := "Timestamp,Human readable date (UTC),t,Context\n1700000000000,x,1,b'{}'\n"
-	err := DecodeValuesCSV(strings.NewReader(body), func(pipeline.Point) error { return errSinkFull })
+	err := DecodeValuesCSV(strings.NewReader(body), func(Point) error { return errSinkFull })
 	if !errors.Is(err, errSinkFull) {
 		t.Fatalf("got %v", err)
 	}

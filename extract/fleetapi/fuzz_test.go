@@ -8,22 +8,20 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // validatingSink checks what the decoder hands over: frames in order, each
 // ended once, contexts valid compact JSON objects, timestamps in range.
 type validatingSink struct {
 	t     *testing.T
-	req   pipeline.SeriesRequest
+	req   SeriesRequest
 	next  int // next frame expected to end
 	cur   int
 	rows  []int
 	count int
 }
 
-func (s *validatingSink) Point(i int, p pipeline.Point) error {
+func (s *validatingSink) Point(i int, p Point) error {
 	if i != s.next {
 		s.t.Fatalf("point for frame %d while frame %d is open", i, s.next)
 	}
@@ -65,7 +63,7 @@ func FuzzDecodeSeries(f *testing.F) {
 	f.Add([]byte(`{"columns":[["timestamp","v1.value.value"]],"results":[[[1700000001,1]]]}`), false)
 	f.Add([]byte(`{"columns":[["timestamp","v1.value.value","v1.value.context"],["timestamp","v2.value.value","v2.value.context"]],"results":[[[1700000001000,NaN,{"a":NaN,"b":[Infinity,-Infinity]}]],[[1700000002000,-Infinity,null],[1700000003000,Infinity,{}]]]}`), true)
 	f.Fuzz(func(t *testing.T, body []byte, oneByte bool) {
-		req := pipeline.SeriesRequest{VariableIDs: []string{"v1", "v2"}, Start: t0, End: t0 + 10_000, Limit: 3}
+		req := SeriesRequest{VariableIDs: []string{"v1", "v2"}, Start: t0, End: t0 + 10_000, Limit: 3}
 		var r io.Reader = bytes.NewReader(body)
 		if oneByte {
 			r = iotest.OneByteReader(r)
@@ -94,7 +92,7 @@ func FuzzDecodeValuesCSV(f *testing.F) {
 	f.Add("")
 	f.Add(head + `1700000000000,x,-inf,"b'{""a"": NaN, ""b"": [Infinity, -Infinity]}'"` + "\r\n")
 	f.Fuzz(func(t *testing.T, body string) {
-		err := DecodeValuesCSV(strings.NewReader(body), func(p pipeline.Point) error {
+		err := DecodeValuesCSV(strings.NewReader(body), func(p Point) error {
 			if ctx := finiteJSON(p.Context); !json.Valid(ctx) || ctx[0] != '{' {
 				t.Fatalf("context %q is not a JSON object", p.Context)
 			}

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // BenchmarkSeriesOverLoopback measures Client.Series end to end against
@@ -20,7 +19,7 @@ func BenchmarkSeriesOverLoopback(b *testing.B) {
 		}
 	}
 	c := e.ordinary()
-	req := pipeline.SeriesRequest{VariableIDs: ids, Start: e.nowMs() - 72*3600*1000, End: e.nowMs()}
+	req := SeriesRequest{VariableIDs: ids, Start: e.nowMs() - 72*3600*1000, End: e.nowMs()}
 	b.ReportAllocs()
 	var sink countingSink
 	for b.Loop() {

@@ -10,8 +10,6 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // Python's json module writes the non-finite floats as the bare tokens NaN,
@@ -63,7 +61,7 @@ func finiteJSON(b []byte) []byte {
 }
 
 func TestDecodeSeriesReadsNaNAndInfinityAsValuesAndKeepsThemInContexts(t *testing.T) {
-	req := pipeline.SeriesRequest{VariableIDs: []string{"v1", "v2"}, Start: t0, End: t0 + 10_000}
+	req := SeriesRequest{VariableIDs: []string{"v1", "v2"}, Start: t0, End: t0 + 10_000}
 	want := map[int][]recPoint{
 		0: {{t0, math.NaN(), `{"a":NaN,"s":"NaN"}`}, {t1, math.Inf(1), `{"b":[Infinity,-Infinity,1]}`}},
 		1: {{t2, math.Inf(-1), `{}`}, {t2 + 1, 2.5, `{"lat":-Infinity}`}},
@@ -152,7 +150,7 @@ func TestValuesReadNaNAndInfinityAsValuesAndKeepThemInContexts(t *testing.T) {
 	defer srv.Close()
 	c, _, _ := newTestClient(t, srv.URL, nil)
 	var got []recPoint
-	err := c.Values(bg, "v1", ValuesQuery{}, func(p pipeline.Point) error {
+	err := c.Values(bg, "v1", ValuesQuery{}, func(p Point) error {
 		got = append(got, recPoint{p.TsMs, p.Value, string(p.Context)})
 		return nil
 	})
@@ -222,7 +220,7 @@ func TestDecodeValuesCSVKeepsNonFiniteTokensInContexts(t *testing.T) {
 	body := "Timestamp,Human readable date (UTC),temperature,Context\r\n" +
 		`1700000000000,x,inf,"b'{""a"": NaN, ""b"": -Infinity}'"` + "\r\n"
 	var got []recPoint
-	err := DecodeValuesCSV(strings.NewReader(body), func(p pipeline.Point) error {
+	err := DecodeValuesCSV(strings.NewReader(body), func(p Point) error {
 		got = append(got, recPoint{p.TsMs, p.Value, string(p.Context)})
 		return nil
 	})

@@ -12,8 +12,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // shrinkingList serves a page-number list at path whose items change when
@@ -82,13 +80,13 @@ var listWalks = []struct {
 	walk func(c *Client, fn func(id string)) error
 }{
 	{"devices", "/api/v2.0/devices/", func(c *Client, fn func(string)) error {
-		return c.Devices(bg, func(d pipeline.Device) error { fn(d.ID); return nil })
+		return c.Devices(bg, func(d Device) error { fn(d.ID); return nil })
 	}},
 	{"variables of a device", "/api/v2.0/devices/d1/variables/", func(c *Client, fn func(string)) error {
-		return c.Variables(bg, pipeline.Device{ID: "d1"}, func(v pipeline.Variable) error { fn(v.ID); return nil })
+		return c.Variables(bg, Device{ID: "d1"}, func(v Variable) error { fn(v.ID); return nil })
 	}},
 	{"variables of the account", "/api/v2.0/variables/", func(c *Client, fn func(string)) error {
-		return c.AllVariables(bg, func(v pipeline.Variable) error { fn(v.ID); return nil })
+		return c.AllVariables(bg, func(v Variable) error { fn(v.ID); return nil })
 	}},
 	{"device groups", "/api/v2.0/device_groups/", func(c *Client, fn func(string)) error {
 		return c.DeviceGroups(bg, func(g DeviceGroup) error { fn(g.ID); return nil })
@@ -150,10 +148,10 @@ func TestListWalkRestartsAtMostThreeTimesThenFailsClearly(t *testing.T) {
 			if !errors.As(err, &lc) || lc.Restarts != 3 || lc.Last.Status != 404 {
 				t.Fatalf("got %v (%T), want a *ListChangedError after 3 restarts", err, err)
 			}
-			if IsNotFound(err) || pipeline.IsNotFound(err) {
+			if IsNotFound(err) || notFoundByMethod(err) {
 				t.Errorf("the list's parent exists; the error must not read as a 404: %v", err)
 			}
-			if !Retryable(err) || !pipeline.IsRetryable(err) {
+			if !Retryable(err) || !retryableByMethod(err) {
 				t.Errorf("a list that kept changing may settle; the error must be retryable: %v", err)
 			}
 			if !strings.Contains(err.Error(), lw.path) || !strings.Contains(err.Error(), "3 restarts") {
@@ -177,8 +175,8 @@ func TestDeviceVariablesFirstPage404MeansTheDeviceIsGone(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			srv, n := fixedServer(t, 404, nil, body)
 			c, _, _ := newTestClient(t, srv.URL, nil)
-			err := c.Variables(bg, pipeline.Device{ID: "d1"}, func(pipeline.Variable) error { return nil })
-			if !IsNotFound(err) || !pipeline.IsNotFound(err) || n.Load() != 1 {
+			err := c.Variables(bg, Device{ID: "d1"}, func(Variable) error { return nil })
+			if !IsNotFound(err) || !notFoundByMethod(err) || n.Load() != 1 {
 				t.Errorf("got %v after %d requests, want a NotFound after 1", err, n.Load())
 			}
 		})
@@ -198,8 +196,8 @@ func TestDeviceDeletedWhileItsVariablesArePagedIsGone(t *testing.T) {
 	}))
 	defer srv.Close()
 	c, _, _ := newTestClient(t, srv.URL, nil)
-	err := c.Variables(bg, pipeline.Device{ID: "d1"}, func(pipeline.Variable) error { return nil })
-	if !pipeline.IsNotFound(err) || n.Load() != 2 {
+	err := c.Variables(bg, Device{ID: "d1"}, func(Variable) error { return nil })
+	if !notFoundByMethod(err) || n.Load() != 2 {
 		t.Errorf("got %v after %d requests, want a NotFound after 2 (no restart)", err, n.Load())
 	}
 }
@@ -302,7 +300,7 @@ func TestRedirectToAnotherHostNeverCarriesTheToken(t *testing.T) {
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return nil }}
 	c, logs, _ := newTestClient(t, srv.URL, func(cfg *Config) { cfg.HTTPClient = hc })
 	rec := newRecorder()
-	err := c.Series(context.Background(), pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1}, rec)
+	err := c.Series(context.Background(), SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1}, rec)
 	if err != nil || len(rec.frames[0]) != 1 {
 		t.Fatalf("series through a 307 to another host: %v, %v", rec, err)
 	}

@@ -11,8 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // Endpoint labels of the metrics: bounded route names, never ids.
@@ -121,8 +119,8 @@ type deviceJSON struct {
 
 func (d deviceJSON) listKey() string { return string(d.ID) }
 
-func (d deviceJSON) device() pipeline.Device {
-	return pipeline.Device{
+func (d deviceJSON) device() Device {
+	return Device{
 		ID: string(d.ID), Label: string(d.Label), Name: string(d.Name), Description: string(d.Description), URL: string(d.URL),
 		Properties: object(d.Properties), Tags: []string(d.Tags), CreatedAt: d.CreatedAt.Time(),
 		LastActivityMs: int64(d.LastActivity),
@@ -145,9 +143,9 @@ type variableJSON struct {
 
 func (v variableJSON) listKey() string { return string(v.ID) }
 
-func (v variableJSON) variable() pipeline.Variable {
+func (v variableJSON) variable() Variable {
 	devID, devLabel := ref(v.Device)
-	return pipeline.Variable{
+	return Variable{
 		ID: string(v.ID), Label: string(v.Label), Name: string(v.Name), DeviceID: devID, DeviceLabel: devLabel,
 		Properties: object(v.Properties), CreatedAt: v.CreatedAt.Time(), LastActivityMs: int64(v.LastActivity),
 	}
@@ -155,22 +153,22 @@ func (v variableJSON) variable() pipeline.Variable {
 
 // Devices calls fn for every device of the account (GET /devices/, all
 // pages).
-func (c *Client) Devices(ctx context.Context, fn func(pipeline.Device) error) error {
+func (c *Client) Devices(ctx context.Context, fn func(Device) error) error {
 	return listPages(ctx, c, epDevices, c.apiURL(platformPrefix, "/devices/", c.listQuery()),
 		func(d deviceJSON) error { return fn(d.device()) })
 }
 
 // Device reads one device by id or `~label`.
-func (c *Client) Device(ctx context.Context, key string) (pipeline.Device, error) {
+func (c *Client) Device(ctx context.Context, key string) (Device, error) {
 	var d deviceJSON
 	if err := c.getJSON(ctx, epDevice, c.apiURL(platformPrefix, "/devices/"+esc(key)+"/", nil), &d); err != nil {
-		return pipeline.Device{}, fmt.Errorf("device %s: %w", key, err)
+		return Device{}, fmt.Errorf("device %s: %w", key, err)
 	}
 	return d.device(), nil
 }
 
 // deviceKey addresses d by id, or by label when the id is unknown.
-func deviceKey(d pipeline.Device) string {
+func deviceKey(d Device) string {
 	if d.ID != "" {
 		return d.ID
 	}
@@ -180,7 +178,7 @@ func deviceKey(d pipeline.Device) string {
 // Variables calls fn for every variable of the device (GET
 // /devices/{key}/variables/, all pages). DeviceID and DeviceLabel come from
 // the response, or from d when the response does not say.
-func (c *Client) Variables(ctx context.Context, d pipeline.Device, fn func(pipeline.Variable) error) error {
+func (c *Client) Variables(ctx context.Context, d Device, fn func(Variable) error) error {
 	key := deviceKey(d)
 	err := listPages(ctx, c, epDeviceVariables, c.apiURL(platformPrefix, "/devices/"+esc(key)+"/variables/", c.listQuery()),
 		func(vj variableJSON) error {
@@ -204,7 +202,7 @@ func (c *Client) Variables(ctx context.Context, d pipeline.Device, fn func(pipel
 // DeviceID and DeviceLabel are filled only when the service names the
 // device (a `device` id or object), and are empty otherwise; Variables, per
 // device, always knows them.
-func (c *Client) AllVariables(ctx context.Context, fn func(pipeline.Variable) error) error {
+func (c *Client) AllVariables(ctx context.Context, fn func(Variable) error) error {
 	return listPages(ctx, c, epVariables, c.apiURL(platformPrefix, "/variables/", c.listQuery()),
 		func(v variableJSON) error { return fn(v.variable()) })
 }
@@ -212,21 +210,21 @@ func (c *Client) AllVariables(ctx context.Context, fn func(pipeline.Variable) er
 // DeviceVariable reads one variable addressed by its label under its device
 // (GET /devices/{device_key}/variables/~{label}/), the only way to address a
 // variable by label, since variable labels are unique only within a device.
-func (c *Client) DeviceVariable(ctx context.Context, deviceKey, label string) (pipeline.Variable, error) {
+func (c *Client) DeviceVariable(ctx context.Context, deviceKey, label string) (Variable, error) {
 	var v variableJSON
 	u := c.apiURL(platformPrefix, "/devices/"+esc(deviceKey)+"/variables/"+esc(LabelKey(label))+"/", nil)
 	if err := c.getJSON(ctx, epDeviceVariable, u, &v); err != nil {
-		return pipeline.Variable{}, fmt.Errorf("variable ~%s of device %s: %w", label, deviceKey, err)
+		return Variable{}, fmt.Errorf("variable ~%s of device %s: %w", label, deviceKey, err)
 	}
 	return v.variable(), nil
 }
 
 // VariableDetail is a variable with its most recent reading.
 type VariableDetail struct {
-	pipeline.Variable
+	Variable
 	// LastValue is the newest point when the service gave it as a data
 	// point (an object with a timestamp and a value); nil otherwise.
-	LastValue *pipeline.Point
+	LastValue *Point
 	// LastValueRaw is the last-value field exactly as the service gave it
 	// (whatever its shape), nil when the response has none.
 	LastValueRaw json.RawMessage
@@ -337,7 +335,7 @@ func (c *Client) DeviceGroup(ctx context.Context, key string) (DeviceGroup, erro
 
 // DeviceGroupDevices calls fn for every member device of a group (GET
 // /device_groups/{key}/devices/).
-func (c *Client) DeviceGroupDevices(ctx context.Context, key string, fn func(pipeline.Device) error) error {
+func (c *Client) DeviceGroupDevices(ctx context.Context, key string, fn func(Device) error) error {
 	u := c.apiURL(platformPrefix, "/device_groups/"+esc(key)+"/devices/", c.listQuery())
 	if err := listPages(ctx, c, epDeviceGroupDevices, u, func(d deviceJSON) error { return fn(d.device()) }); err != nil {
 		return fmt.Errorf("devices of group %s: %w", key, err)
@@ -388,7 +386,7 @@ func (c *Client) Organization(ctx context.Context, key string) (Organization, er
 // OrganizationDevices calls fn for every device of an organization (GET
 // /organizations/{key}/devices/), which an ordinary token may read. Each
 // device's Organization is set to key when key is an id.
-func (c *Client) OrganizationDevices(ctx context.Context, key string, fn func(pipeline.Device) error) error {
+func (c *Client) OrganizationDevices(ctx context.Context, key string, fn func(Device) error) error {
 	org := key
 	if strings.HasPrefix(key, "~") {
 		org = ""

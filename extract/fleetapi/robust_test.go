@@ -15,8 +15,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // stubAPI serves fixed bodies by request path (query ignored unless the key
@@ -55,11 +53,11 @@ func TestDevicesTolerateAbsentNullAndOddlyTypedOptionalFields(t *testing.T) {
 		]}`,
 	})
 	c, _, _ := newTestClient(t, srv.URL, nil)
-	var got []pipeline.Device
-	if err := c.Devices(bg, func(d pipeline.Device) error { got = append(got, d); return nil }); err != nil {
+	var got []Device
+	if err := c.Devices(bg, func(d Device) error { got = append(got, d); return nil }); err != nil {
 		t.Fatalf("Devices: %v", err)
 	}
-	want := []pipeline.Device{
+	want := []Device{
 		{ID: "only-id", Properties: []byte("{}")},
 		{ID: "nulls", Properties: []byte("{}")},
 		{ID: "42", Label: "numeric-id", Name: "7", Tags: []string{"a", "1"}, Properties: []byte("{}"),
@@ -88,7 +86,7 @@ func TestDeviceVariablesMayComeAsABareArrayWithoutTheEnvelope(t *testing.T) {
 	})
 	c, _, _ := newTestClient(t, srv.URL, nil)
 	var got []string
-	err := c.Variables(bg, pipeline.Device{ID: "d1", Label: "truck"}, func(v pipeline.Variable) error {
+	err := c.Variables(bg, Device{ID: "d1", Label: "truck"}, func(v Variable) error {
 		got = append(got, v.ID+"/"+v.Label+"@"+v.DeviceID+"/"+v.DeviceLabel)
 		return nil
 	})
@@ -100,13 +98,13 @@ func TestDeviceVariablesMayComeAsABareArrayWithoutTheEnvelope(t *testing.T) {
 func TestVariableLastValueIsReadUnderAnySpellingAndKeptRawWhenNotADataPoint(t *testing.T) {
 	cases := []struct {
 		name, body string
-		wantPoint  *pipeline.Point
+		wantPoint  *Point
 		wantRaw    string
 	}{
 		{"lastValue data point", `{"id":"v1","lastValue":{"timestamp":1700000000000,"value":2.5,"context":{}}}`,
-			&pipeline.Point{TsMs: 1700000000000, Value: 2.5, Context: []byte("{}")}, `{"timestamp":1700000000000,"value":2.5,"context":{}}`},
+			&Point{TsMs: 1700000000000, Value: 2.5, Context: []byte("{}")}, `{"timestamp":1700000000000,"value":2.5,"context":{}}`},
 		{"last_value without context", `{"id":"v1","last_value":{"timestamp":1700000000000,"value":3}}`,
-			&pipeline.Point{TsMs: 1700000000000, Value: 3, Context: []byte("{}")}, `{"timestamp":1700000000000,"value":3}`},
+			&Point{TsMs: 1700000000000, Value: 3, Context: []byte("{}")}, `{"timestamp":1700000000000,"value":3}`},
 		{"a bare number", `{"id":"v1","lastValue":4.5}`, nil, `4.5`},
 		{"null", `{"id":"v1","lastValue":null}`, nil, ``},
 		{"absent", `{"id":"v1","label":"t","createdAt":"not a date"}`, nil, ``},

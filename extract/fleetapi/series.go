@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // seriesColumns are the columns the client asks for; the decoder finds them
@@ -52,7 +50,7 @@ const (
 // Errors from the sink are returned wrapped but otherwise unchanged. On any
 // error the sink may have received part of the response, which the caller
 // must discard.
-func DecodeSeries(r io.Reader, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
+func DecodeSeries(r io.Reader, req SeriesRequest, sink FrameSink) error {
 	d := &seriesDecoder{req: req, sink: sink}
 	d.s.reset(r)
 	return d.run()
@@ -61,8 +59,8 @@ func DecodeSeries(r io.Reader, req pipeline.SeriesRequest, sink pipeline.FrameSi
 // seriesDecoder holds the state of one DecodeSeries call.
 type seriesDecoder struct {
 	s    scanner
-	req  pipeline.SeriesRequest
-	sink pipeline.FrameSink
+	req  SeriesRequest
+	sink FrameSink
 
 	haveCols bool
 	joined   bool
@@ -155,7 +153,7 @@ func (d *seriesDecoder) fail(format string, args ...any) error {
 // bufferLimit bounds the bytes of `results` held when they come before
 // `columns`: a generous allowance per requested row, never less than 8 MiB,
 // and a fixed ceiling when the request has no limit.
-func bufferLimit(req pipeline.SeriesRequest) int {
+func bufferLimit(req SeriesRequest) int {
 	const perRow, floor, ceiling = 4 << 10, 8 << 20, 1 << 30
 	if req.Limit <= 0 {
 		return ceiling
@@ -548,7 +546,7 @@ func (d *seriesDecoder) frameRow(k int, fc *frameCols) error {
 	if err := d.checkTimestamp(ts); err != nil {
 		return err
 	}
-	if err := d.sink.Point(k, pipeline.Point{TsMs: ts, Value: val, Context: d.ctx}); err != nil {
+	if err := d.sink.Point(k, Point{TsMs: ts, Value: val, Context: d.ctx}); err != nil {
 		return &sinkError{err}
 	}
 	return nil
@@ -804,7 +802,7 @@ func (d *seriesDecoder) joinedResults() error {
 			if p.ctxStart >= 0 {
 				ctx = arena[p.ctxStart:p.ctxEnd]
 			}
-			if err := d.sink.Point(i, pipeline.Point{TsMs: p.ts, Value: p.val, Context: ctx}); err != nil {
+			if err := d.sink.Point(i, Point{TsMs: p.ts, Value: p.val, Context: ctx}); err != nil {
 				return &sinkError{err}
 			}
 		}

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // recorder is a FrameSink keeping what it received, contexts copied.
@@ -32,7 +30,7 @@ var errSinkFull = errors.New("sink full")
 
 func newRecorder() *recorder { return &recorder{frames: map[int][]recPoint{}, rows: map[int]int{}} }
 
-func (r *recorder) Point(i int, p pipeline.Point) error {
+func (r *recorder) Point(i int, p Point) error {
 	r.calls++
 	if r.failAt > 0 && r.calls == r.failAt {
 		return errSinkFull
@@ -71,13 +69,13 @@ const (
 	t2 = t0 + 2000
 )
 
-var req2 = pipeline.SeriesRequest{VariableIDs: []string{"v1", "v2"}, Start: t0, End: t0 + 10_000, Limit: 100}
+var req2 = SeriesRequest{VariableIDs: []string{"v1", "v2"}, Start: t0, End: t0 + 10_000, Limit: 100}
 
 func TestDecodeSeriesReadsTheReturnedColumns(t *testing.T) {
 	stdCols := `[["timestamp","v1.value.value","v1.value.context"],["timestamp","v2.value.value","v2.value.context"]]`
 	cases := []struct {
 		name string
-		req  pipeline.SeriesRequest
+		req  SeriesRequest
 		body string
 		want string
 	}{
@@ -108,7 +106,7 @@ func TestDecodeSeriesReadsTheReturnedColumns(t *testing.T) {
 		},
 		{
 			name: "contexts are compacted only outside strings",
-			req:  pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t2},
+			req:  SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t2},
 			body: `{"columns":[["timestamp","v1.value.value","v1.value.context"]],"results":[[` +
 				`[1700000000000,1,{ "lat" : 1.5 ,` + "\n\t" + ` "lng": -2, "note": "a b\t\"c\"" }],` +
 				`[1700000001000,2,{ }],` +
@@ -117,7 +115,7 @@ func TestDecodeSeriesReadsTheReturnedColumns(t *testing.T) {
 		},
 		{
 			name: "numbers in any JSON form",
-			req:  pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t0 + 10},
+			req:  SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t0 + 10},
 			body: `{"columns":[["timestamp","v1.value.value"]],"results":[[` +
 				`[1700000000000,0],[1700000000001,-0.0],[1700000000002,1E+2],[1700000000003,1e-2],[1700000000004,0.1],` +
 				`[1700000000005,123456789.123456789],[1.700000000006e12,-17],[1700000000007,12345678901234567890]]]}`,
@@ -132,7 +130,7 @@ func TestDecodeSeriesReadsTheReturnedColumns(t *testing.T) {
 		},
 		{
 			name: "escaped column names",
-			req:  pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t2},
+			req:  SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t2},
 			body: `{"columns":[["time\u0073tamp","v1.value\u002evalue"]],"results":[[[1700000000000,5]]]}`,
 			want: "frame 0 rows=1: [1700000000000 5 {}]\n",
 		},
@@ -154,7 +152,7 @@ func TestDecodeSeriesReadsTheReturnedColumns(t *testing.T) {
 		},
 		{
 			name: "joined ids with dots pick the longest requested prefix",
-			req:  pipeline.SeriesRequest{VariableIDs: []string{"a", "a.value"}, Start: t0, End: t2},
+			req:  SeriesRequest{VariableIDs: []string{"a", "a.value"}, Start: t0, End: t2},
 			body: `{"columns":["timestamp","a.value.value","a.value.value.value"],"results":[[1700000000000,1,2]]}`,
 			want: "frame 0 rows=1: [1700000000000 1 {}]\nframe 1 rows=1: [1700000000000 2 {}]\n",
 		},
@@ -205,7 +203,7 @@ func TestDecodeSeriesRejects(t *testing.T) {
 	cols := `[["timestamp","v1.value.value"],["timestamp","v2.value.value"]]`
 	cases := []struct {
 		name    string
-		req     pipeline.SeriesRequest
+		req     SeriesRequest
 		body    string
 		msg     string // substring of the error
 		varID   string // DecodeError.VariableID wanted, "" to skip
@@ -241,10 +239,10 @@ func TestDecodeSeriesRejects(t *testing.T) {
 			body: `{"columns":[["timestamp"],["timestamp"]],"results":[[[1700000000000]],[]]}`, msg: "no value.value"},
 		{name: "string value", req: req2, body: `{"columns":` + cols + `,"results":[[[1700000000000,"1"]],[]]}`,
 			msg: "must be a number"},
-		{name: "context not an object", req: pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1},
+		{name: "context not an object", req: SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1},
 			body: `{"columns":[["timestamp","v1.value.value","v1.value.context"]],"results":[[[1700000000000,1,[1]]]]}`,
 			msg:  "must be an object"},
-		{name: "invalid context JSON", req: pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1},
+		{name: "invalid context JSON", req: SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1},
 			body: `{"columns":[["timestamp","v1.value.value","v1.value.context"]],"results":[[[1700000000000,1,{"a":tru}]]]}`,
 			msg:  "invalid literal"},
 		{name: "no results", req: req2, body: `{"columns":` + cols + `}`, msg: "no `results`"},
@@ -254,7 +252,7 @@ func TestDecodeSeriesRejects(t *testing.T) {
 			msg: "ended", cut: true},
 		{name: "body cut inside a string", req: req2, body: `{"columns":[["times`, msg: "ended", cut: true},
 		{name: "empty body", req: req2, body: ``, cut: true, msg: "ended"},
-		{name: "results first beyond the request's bound", req: pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1, Limit: 1},
+		{name: "results first beyond the request's bound", req: SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1, Limit: 1},
 			body: `{"results":[[` + strings.Repeat(`[1700000000000,1,{"pad":"`+strings.Repeat("x", 1000)+`"}],`, 9000) + `[1700000000000,1]]],"columns":[]}`,
 			msg:  "larger than", limited: true},
 	}
@@ -312,7 +310,7 @@ func TestDecodeSeriesHandlesTokensLargerThanTheWindow(t *testing.T) {
 	big := strings.Repeat("é", 200_000) // 400 kB string inside a context
 	body := `{"columns":[["timestamp","v1.value.value","v1.value.context"]],"results":[[[1700000000000,1,{"s":"` + big + `"}],[1700000000001,2,{}]]]}`
 	rec := newRecorder()
-	req := pipeline.SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1}
+	req := SeriesRequest{VariableIDs: []string{"v1"}, Start: t0, End: t1}
 	if err := DecodeSeries(iotest.HalfReader(strings.NewReader(body)), req, rec); err != nil {
 		t.Fatal(err)
 	}
@@ -357,14 +355,14 @@ func seriesBodyFor(vars []string, n int, start int64) []byte {
 
 type countingSink struct{ points, rows int }
 
-func (s *countingSink) Point(int, pipeline.Point) error { s.points++; return nil }
-func (s *countingSink) EndFrame(_ int, rows int) error  { s.rows += rows; return nil }
+func (s *countingSink) Point(int, Point) error         { s.points++; return nil }
+func (s *countingSink) EndFrame(_ int, rows int) error { s.rows += rows; return nil }
 
 func BenchmarkDecodeSeries(b *testing.B) {
 	vars := []string{"6a1f0c0e9b3d4c2a1f0e9d8c", "6a1f0c0e9b3d4c2a1f0e9d8d"}
 	const n = 50_000
 	body := seriesBodyFor(vars, n, t0)
-	req := pipeline.SeriesRequest{VariableIDs: vars, Start: t0, End: t0 + int64(n+1)*1000, Limit: n}
+	req := SeriesRequest{VariableIDs: vars, Start: t0, End: t0 + int64(n+1)*1000, Limit: n}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // The sync only reads; these few writes exist for the device-group
@@ -106,7 +104,7 @@ func (c *Client) DeleteDeviceGroup(ctx context.Context, key string) error {
 // AssignDevices adds devices to a group, or with clear replaces the whole
 // membership with exactly them, and returns the members now in the group as
 // the response's first page lists them (url, id, label, name, createdAt).
-func (c *Client) AssignDevices(ctx context.Context, groupKey string, devices []DeviceRef, clear bool) ([]pipeline.Device, error) {
+func (c *Client) AssignDevices(ctx context.Context, groupKey string, devices []DeviceRef, clear bool) ([]Device, error) {
 	if devices == nil {
 		devices = []DeviceRef{}
 	}
@@ -116,7 +114,7 @@ func (c *Client) AssignDevices(ctx context.Context, groupKey string, devices []D
 	if err := c.send(ctx, http.MethodPost, epDeviceGroupMembers, u, true, devices, &page); err != nil {
 		return nil, fmt.Errorf("assign %d devices to group %s: %w", len(devices), groupKey, err)
 	}
-	out := make([]pipeline.Device, 0, len(page.Results))
+	out := make([]Device, 0, len(page.Results))
 	for _, d := range page.Results {
 		out = append(out, d.device())
 	}
@@ -137,10 +135,10 @@ func (c *Client) RemoveDevices(ctx context.Context, groupKey string, devices []D
 
 // UpdateDevice PATCHes a device with exactly the given fields: the service
 // merges `properties` key by key and replaces `tags` whole.
-func (c *Client) UpdateDevice(ctx context.Context, key string, fields map[string]any) (pipeline.Device, error) {
+func (c *Client) UpdateDevice(ctx context.Context, key string, fields map[string]any) (Device, error) {
 	var d deviceJSON
 	if err := c.send(ctx, http.MethodPatch, epDevice, c.apiURL(platformPrefix, "/devices/"+esc(key)+"/", nil), false, fields, &d); err != nil {
-		return pipeline.Device{}, fmt.Errorf("update device %s: %w", key, err)
+		return Device{}, fmt.Errorf("update device %s: %w", key, err)
 	}
 	return d.device(), nil
 }

@@ -1,4 +1,4 @@
-package pipeline
+package fleet
 
 import (
 	"context"
@@ -6,6 +6,10 @@ import (
 	"sort"
 	"sync"
 	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // walkSource is a fleet of devices with variables that counts how the walk
@@ -13,9 +17,8 @@ import (
 // anonymous is set, and adds a variable of a device the device list does
 // not show when stray is set (a device created while the walk ran).
 type walkSource struct {
-	memSource
-	devices   []Device
-	vars      map[string][]Variable // by device id
+	devices   []pipeline.Device
+	vars      map[string][]pipeline.Variable // by device id
 	anonymous bool
 	stray     bool
 
@@ -25,18 +28,18 @@ type walkSource struct {
 }
 
 func newWalkSource(devices, varsPer int) *walkSource {
-	s := &walkSource{vars: map[string][]Variable{}}
+	s := &walkSource{vars: map[string][]pipeline.Variable{}}
 	for d := range devices {
-		dev := Device{ID: fmt.Sprintf("d%02d", d), Label: fmt.Sprintf("dev-%02d", d)}
+		dev := pipeline.Device{ID: fmt.Sprintf("d%02d", d), Label: fmt.Sprintf("dev-%02d", d)}
 		s.devices = append(s.devices, dev)
 		for v := range varsPer {
-			s.vars[dev.ID] = append(s.vars[dev.ID], Variable{ID: fmt.Sprintf("%s-v%d", dev.ID, v), Label: fmt.Sprintf("var%d", v), LastActivityMs: 1})
+			s.vars[dev.ID] = append(s.vars[dev.ID], pipeline.Variable{ID: fmt.Sprintf("%s-v%d", dev.ID, v), Label: fmt.Sprintf("var%d", v), LastActivityMs: 1})
 		}
 	}
 	return s
 }
 
-func (s *walkSource) Devices(_ context.Context, fn func(Device) error) error {
+func (s *walkSource) Devices(_ context.Context, fn func(pipeline.Device) error) error {
 	for _, d := range s.devices {
 		if err := fn(d); err != nil {
 			return err
@@ -45,7 +48,7 @@ func (s *walkSource) Devices(_ context.Context, fn func(Device) error) error {
 	return nil
 }
 
-func (s *walkSource) Variables(_ context.Context, d Device, fn func(Variable) error) error {
+func (s *walkSource) Variables(_ context.Context, d pipeline.Device, fn func(pipeline.Variable) error) error {
 	s.mu.Lock()
 	s.perDevice++
 	s.mu.Unlock()
@@ -57,7 +60,7 @@ func (s *walkSource) Variables(_ context.Context, d Device, fn func(Variable) er
 	return nil
 }
 
-func (s *walkSource) AllVariables(_ context.Context, fn func(Variable) error) error {
+func (s *walkSource) AllVariables(_ context.Context, fn func(pipeline.Variable) error) error {
 	s.mu.Lock()
 	s.allListing++
 	s.mu.Unlock()
@@ -72,14 +75,14 @@ func (s *walkSource) AllVariables(_ context.Context, fn func(Variable) error) er
 		}
 	}
 	if s.stray {
-		return fn(Variable{ID: "new-v0", Label: "var0", DeviceID: "new"})
+		return fn(pipeline.Variable{ID: "new-v0", Label: "var0", DeviceID: "new"})
 	}
 	return nil
 }
 
 // walked lists "device-label/variable-id" of every variable the walk found,
 // sorted, and checks that each carries its device's id and label.
-func walked(t *testing.T, s *walkSource, devices []Device, vars []Variable) []string {
+func walked(t *testing.T, s *walkSource, devices []pipeline.Device, vars []pipeline.Variable) []string {
 	t.Helper()
 	labels := map[string]string{}
 	for _, d := range s.devices {
@@ -98,8 +101,8 @@ func walked(t *testing.T, s *walkSource, devices []Device, vars []Variable) []st
 
 func TestWalkListsVariablesAccountWideWhenEveryVariableNamesAListedDevice(t *testing.T) {
 	src := newWalkSource(10, 3)
-	sy := NewSyncer(src, nil, nil, nil, SyncOptions{Engine: EngineOptions{MaxInFlight: 2}}, nil, nil)
-	devices, vars, err := sy.Walk(context.Background(), Scope{})
+	sy := &walker{l: src, opts: Options{MaxInFlight: 2}, log: zap.NewNop()}
+	devices, vars, err := sy.walk(context.Background(), pipeline.Scope{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,18 +118,18 @@ func TestWalkListsEachDeviceWhenTheAccountWideListCannotBeTrusted(t *testing.T) 
 	for _, tc := range []struct {
 		name string
 		set  func(*walkSource)
-		opts SyncOptions
+		opts Options
 	}{
-		{"variables name no device", func(s *walkSource) { s.anonymous = true }, SyncOptions{}},
-		{"a variable names a device the list did not show", func(s *walkSource) { s.stray = true }, SyncOptions{}},
-		{"per_device configured", func(*walkSource) {}, SyncOptions{PerDeviceVariables: true}},
+		{"variables name no device", func(s *walkSource) { s.anonymous = true }, Options{}},
+		{"a variable names a device the list did not show", func(s *walkSource) { s.stray = true }, Options{}},
+		{"per_device configured", func(*walkSource) {}, Options{PerDeviceVariables: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newWalkSource(10, 3)
 			tc.set(src)
-			tc.opts.Engine.MaxInFlight = 2
-			sy := NewSyncer(src, nil, nil, nil, tc.opts, nil, nil)
-			devices, vars, err := sy.Walk(context.Background(), Scope{})
+			tc.opts.MaxInFlight = 2
+			sy := &walker{l: src, opts: tc.opts, log: zap.NewNop()}
+			devices, vars, err := sy.walk(context.Background(), pipeline.Scope{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -142,8 +145,8 @@ func TestWalkListsEachDeviceWhenTheAccountWideListCannotBeTrusted(t *testing.T) 
 
 func TestWalkListsEachDeviceWhenTheScopeIsASmallPartOfTheFleet(t *testing.T) {
 	src := newWalkSource(10, 3)
-	sy := NewSyncer(src, nil, nil, nil, SyncOptions{Engine: EngineOptions{MaxInFlight: 2}}, nil, nil)
-	devices, vars, err := sy.Walk(context.Background(), Scope{Devices: []string{"d03", "~dev-07"}})
+	sy := &walker{l: src, opts: Options{MaxInFlight: 2}, log: zap.NewNop()}
+	devices, vars, err := sy.walk(context.Background(), pipeline.Scope{Devices: []string{"d03", "~dev-07"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +164,8 @@ func TestWalkKeepsOnlyTheInScopeVariablesOfTheAccountWideList(t *testing.T) {
 	src := newWalkSource(4, 2)
 	src.devices[1].Tags = []string{"cold"}
 	src.devices[2].Tags = []string{"cold"}
-	sy := NewSyncer(src, nil, nil, nil, SyncOptions{Engine: EngineOptions{MaxInFlight: 2}}, nil, nil)
-	devices, vars, err := sy.Walk(context.Background(), Scope{Tags: []string{"cold"}})
+	sy := &walker{l: src, opts: Options{MaxInFlight: 2}, log: zap.NewNop()}
+	devices, vars, err := sy.walk(context.Background(), pipeline.Scope{Tags: []string{"cold"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,102 @@
+// Package fleet is the adapter between the Fleet Telemetry API client
+// (extract/fleetapi) and the sync (pipeline): it implements the pipeline's
+// ports on the client (the raw series, the device and variable listings,
+// scope resolution, the metadata source) and converts the client's types to
+// the pipeline's. The client stays reusable on its own; the pipeline knows
+// neither package.
+package fleet
+
+import (
+	"context"
+
+	"go.uber.org/zap"
+
+	"github.com/fleetsync/fleetsync/extract/fleetapi"
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// The ports this package implements, and the classification of the
+// client's errors the pipeline relies on (it reads errors by method).
+var (
+	_ pipeline.Source          = (*Source)(nil)
+	_ pipeline.ScopeResolver   = (*Source)(nil)
+	_ pipeline.FleetSource     = (*Source)(nil)
+	_ pipeline.RetryableError  = (*fleetapi.APIError)(nil)
+	_ pipeline.RetryableError  = (*fleetapi.TransportError)(nil)
+	_ pipeline.RetryableError  = (*fleetapi.ListChangedError)(nil)
+	_ pipeline.RetentionError  = (*fleetapi.RetentionError)(nil)
+	_ pipeline.NotFoundError   = (*fleetapi.APIError)(nil)
+	_ pipeline.ScopedError     = (*fleetapi.APIError)(nil)
+	_ pipeline.ScopedError     = (*fleetapi.RetentionError)(nil)
+	_ pipeline.VariableError   = (*fleetapi.APIError)(nil)
+	_ pipeline.VariableError   = (*fleetapi.DecodeError)(nil)
+	_ pipeline.VariableError   = (*fleetapi.TransportError)(nil)
+	_ pipeline.PermissionError = (*fleetapi.APIError)(nil)
+)
+
+// Options configure the walk of devices and variables.
+type Options struct {
+	// PerDeviceVariables lists each device's variables even where the
+	// account-wide list could serve (source.variables_listing: per_device).
+	PerDeviceVariables bool
+	// MaxInFlight bounds the concurrent per-device listings (default 4).
+	MaxInFlight int
+	// Logger receives the walk's notes; nil means zap.NewNop().
+	Logger *zap.Logger
+}
+
+// Source is the Fleet Telemetry Service as the pipeline sees it.
+type Source struct {
+	c    *fleetapi.Client
+	opts Options
+}
+
+// New puts c behind the pipeline's ports.
+func New(c *fleetapi.Client, opts Options) *Source {
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 4
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	return &Source{c: c, opts: opts}
+}
+
+// Walk lists the in-scope devices and their variables: the devices' pages,
+// then the account-wide variable list when every variable there names a
+// listed device, or each device's list otherwise.
+func (s *Source) Walk(ctx context.Context, scope pipeline.Scope) ([]pipeline.Device, []pipeline.Variable, error) {
+	return (&walker{l: s, opts: s.opts, log: s.opts.Logger}).walk(ctx, scope)
+}
+
+// Client is the API client behind the adapter, for the commands that use
+// more of the API than the sync does (verify's aggregates).
+func (s *Source) Client() *fleetapi.Client { return s.c }
+
+// Devices lists every device of the account (all pages).
+func (s *Source) Devices(ctx context.Context, fn func(pipeline.Device) error) error {
+	return s.c.Devices(ctx, func(d fleetapi.Device) error { return fn(pipeline.Device(d)) })
+}
+
+// Variables lists the variables of d.
+func (s *Source) Variables(ctx context.Context, d pipeline.Device, fn func(pipeline.Variable) error) error {
+	return s.c.Variables(ctx, fleetapi.Device(d), func(v fleetapi.Variable) error { return fn(pipeline.Variable(v)) })
+}
+
+// AllVariables lists every variable of the account at once.
+func (s *Source) AllVariables(ctx context.Context, fn func(pipeline.Variable) error) error {
+	return s.c.AllVariables(ctx, func(v fleetapi.Variable) error { return fn(pipeline.Variable(v)) })
+}
+
+// Series streams the raw series of req into sink.
+func (s *Source) Series(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
+	return s.c.Series(ctx, fleetapi.SeriesRequest(req), frameSink{sink})
+}
+
+// frameSink hands the client's points to the pipeline's sink; the types
+// have the same fields, so the conversion copies three words.
+type frameSink struct{ s pipeline.FrameSink }
+
+func (f frameSink) Point(i int, p fleetapi.Point) error { return f.s.Point(i, pipeline.Point(p)) }
+
+func (f frameSink) EndFrame(i int, rows int) error { return f.s.EndFrame(i, rows) }
