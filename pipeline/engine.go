@@ -11,6 +11,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -34,6 +35,18 @@ type RunResult struct {
 	FloorMovedTo int64
 	// CommitErr is the error of committing marks, if any.
 	CommitErr error
+}
+
+// err is the run's outcome as one error, for the stage wrapper: the
+// commit's failure, or the first of the variables' failures.
+func (r RunResult) err() error {
+	if r.CommitErr != nil {
+		return r.CommitErr
+	}
+	if len(r.Failed) > 0 {
+		return fmt.Errorf("%d variables failed, the first: %w", len(r.Failed), r.Failed[0])
+	}
+	return nil
 }
 
 // Engine moves the points of a set of targets from a Source to a Writer and

@@ -253,7 +253,7 @@ func (s *fakeFleetStore) EventMarks(context.Context) (map[string]EventMark, erro
 	return out, nil
 }
 
-func (s *fakeFleetStore) WriteEventLogs(_ context.Context, logs []EventLog, mark EventMark) error {
+func (s *fakeFleetStore) WriteEventLogs(_ context.Context, logs []EventLog) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.logWrites++
@@ -263,6 +263,12 @@ func (s *fakeFleetStore) WriteEventLogs(_ context.Context, logs []EventLog, mark
 		}
 		s.logs[l.Event][l.ID] = l
 	}
+	return nil
+}
+
+func (s *fakeFleetStore) CommitEventMark(_ context.Context, mark EventMark) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.marks[mark.Event] = mark
 	return nil
 }
@@ -302,7 +308,7 @@ func storedIDs(s *fakeFleetStore, event string) []string {
 func TestSyncEventLoadsOnlyNewLogsAndStopsAtTheMarkWhenNewestFirst(t *testing.T) {
 	src, store := newFakeFleet(), newFakeFleetStore()
 	src.logs["e1"] = logsAt("a", 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
-	f := NewFleet(src, store, FleetOptions{Events: []string{"e1"}}, nil)
+	f := NewEventSync(src, store, store, EventOptions{Events: []string{"e1"}}, nil)
 	ctx := context.Background()
 
 	n, err := f.SyncEvent(ctx, "e1", store.marks["e1"])
@@ -343,7 +349,7 @@ func TestSyncEventLoadsOnlyNewLogsAndStopsAtTheMarkWhenNewestFirst(t *testing.T)
 func TestSyncEventReadsEveryPageWhenTheLogIsNotNewestFirst(t *testing.T) {
 	src, store := newFakeFleet(), newFakeFleetStore()
 	src.logs["e1"] = logsAt("a", 1, 2, 3, 4, 5, 6, 7)
-	f := NewFleet(src, store, FleetOptions{}, nil)
+	f := NewEventSync(src, store, store, EventOptions{}, nil)
 	ctx := context.Background()
 	if n, err := f.SyncEvent(ctx, "e1", EventMark{}); err != nil || n != 7 {
 		t.Fatalf("first sync: %d, %v", n, err)
@@ -362,10 +368,10 @@ func TestSyncEventReadsEveryPageWhenTheLogIsNotNewestFirst(t *testing.T) {
 func TestSyncEventsReportsAnUnknownEventAndSyncsTheOthers(t *testing.T) {
 	src, store := newFakeFleet(), newFakeFleetStore()
 	src.logs["e1"] = logsAt("a", 2, 1)
-	f := NewFleet(src, store, FleetOptions{Events: []string{"~nope", "e1"}}, nil)
-	err := f.syncEvents(context.Background())
+	f := NewEventSync(src, store, store, EventOptions{Events: []string{"~nope", "e1"}}, nil)
+	err := f.Sync(context.Background())
 	if err == nil || len(store.logs["e1"]) != 2 {
-		t.Fatalf("syncEvents = %v, stored %d logs of e1; want an error naming ~nope and 2 logs", err, len(store.logs["e1"]))
+		t.Fatalf("Sync = %v, stored %d logs of e1; want an error naming ~nope and 2 logs", err, len(store.logs["e1"]))
 	}
 	if got := err.Error(); !strings.Contains(got, "~nope") {
 		t.Fatalf("error %q does not name the event", got)
@@ -408,7 +414,7 @@ func deletedSet(m map[string]bool) []string {
 
 func TestWriteSnapshotMarksDeletedOnlyWhatTheAccountNoLongerHas(t *testing.T) {
 	src, store := fleetFixture()
-	f := NewFleet(src, store, FleetOptions{}, nil)
+	f := NewRefresh(src, store, RefreshOptions{}, nil)
 	ctx := context.Background()
 	if err := f.WriteSnapshot(ctx, snapshotOf(src, "A", "B", "C")); err != nil {
 		t.Fatal(err)
@@ -449,7 +455,7 @@ func TestWriteSnapshotMarksDeletedOnlyWhatTheAccountNoLongerHas(t *testing.T) {
 
 func TestWriteSnapshotNeverDeletesEverythingOnAnEmptyListing(t *testing.T) {
 	src, store := fleetFixture()
-	f := NewFleet(src, store, FleetOptions{}, nil)
+	f := NewRefresh(src, store, RefreshOptions{}, nil)
 	ctx := context.Background()
 	if err := f.WriteSnapshot(ctx, snapshotOf(src, "A", "B", "C")); err != nil {
 		t.Fatal(err)
@@ -465,7 +471,7 @@ func TestWriteSnapshotNeverDeletesEverythingOnAnEmptyListing(t *testing.T) {
 func TestWriteSnapshotLogsTheOrganizationTokenHintOncePerProcess(t *testing.T) {
 	src, store := fleetFixture()
 	core, logs := observer.New(zap.InfoLevel)
-	f := NewFleet(src, store, FleetOptions{}, zap.New(core))
+	f := NewRefresh(src, store, RefreshOptions{}, zap.New(core))
 	for range 3 {
 		if err := f.WriteSnapshot(context.Background(), snapshotOf(src, "A", "B", "C")); err != nil {
 			t.Fatalf("a 403 on organizations failed the snapshot: %v", err)
@@ -496,8 +502,8 @@ func TestCycleSyncsThePointsAndThenReportsAMetadataFailure(t *testing.T) {
 	}
 	w := &memWriter{rows: map[string]map[int64]Row{}}
 	st := &memStore{marks: map[string]Mark{}}
-	fleet := NewFleet(src, store, FleetOptions{}, nil)
-	s := NewSyncer(src, w, fleet, st, SyncOptions{Retention: time.Hour, Now: func() time.Time { return now }}, nil, nil)
+	fleet := NewRefresh(src, store, RefreshOptions{}, nil)
+	s := NewSyncer(src, w, Stages{Metadata: fleet}, st, SyncOptions{Retention: time.Hour, Now: func() time.Time { return now }}, nil, nil)
 	sum, err := s.Cycle(context.Background())
 	var me *MetadataError
 	if !errors.As(err, &me) {
@@ -513,7 +519,7 @@ func TestCycleSyncsThePointsAndThenReportsAMetadataFailure(t *testing.T) {
 
 func TestWriteSnapshotToleratesGroupsAndOrganizationsDeletedMidWalk(t *testing.T) {
 	src, store := fleetFixture()
-	f := NewFleet(src, store, FleetOptions{}, nil)
+	f := NewRefresh(src, store, RefreshOptions{}, nil)
 	ctx := context.Background()
 	if err := f.WriteSnapshot(ctx, snapshotOf(src, "A", "B", "C")); err != nil {
 		t.Fatal(err)

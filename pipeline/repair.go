@@ -23,7 +23,7 @@ func (s *Syncer) BackfillVariables(ctx context.Context, vars []Variable, from, t
 		targets = append(targets, Target{Variable: v, Start: start, End: end})
 	}
 	keepMarks := func(Target, Outcome) (Mark, bool) { return Mark{}, false }
-	res := s.runEngine(ctx, targets, floor, keepMarks)
+	res := s.move(ctx, targets, floor, keepMarks)
 	s.absorb(&sum, res)
 	sum.Duration = s.opts.Now().Sub(now)
 	return sum, res.CommitErr

@@ -36,12 +36,6 @@ type ScopeResolver interface {
 	OrganizationDeviceIDs(ctx context.Context, org string) ([]string, error)
 }
 
-// MetadataWriter stores the metadata snapshot of each cycle.
-type MetadataWriter interface {
-	WriteDevices(ctx context.Context, devices []Device, syncedAt time.Time) error
-	WriteVariables(ctx context.Context, vars []Variable, syncedAt time.Time) error
-}
-
 // SyncOptions configure cycles and backfills.
 type SyncOptions struct {
 	Engine EngineOptions
@@ -62,29 +56,41 @@ type SyncOptions struct {
 	Now func() time.Time
 }
 
-// Syncer runs sync cycles and backfills.
-type Syncer struct {
-	src  Source
-	w    Writer
-	meta MetadataWriter
-	st   StateStore
-	log  *zap.Logger
-	m    *Metrics
-	opts SyncOptions
+// Stages are the steps of a cycle besides moving the points, each
+// optional.
+type Stages struct {
+	// Metadata stores the walk's metadata; a SnapshotWriter (*Refresh)
+	// also marks deletions and refreshes groups and organizations.
+	Metadata MetadataWriter
+	// Events syncs the configured events' logs.
+	Events *EventSync
 }
 
-// NewSyncer wires a Syncer. meta, logger and metrics may be nil.
-func NewSyncer(src Source, w Writer, meta MetadataWriter, st StateStore, opts SyncOptions, logger *zap.Logger, m *Metrics) *Syncer {
+// Syncer runs sync cycles and backfills: the stages of a cycle in order
+// (walk, metadata, events, plan, move, lag), each through Syncer.stage.
+type Syncer struct {
+	src    Source
+	w      Writer
+	stages Stages
+	st     StateStore
+	log    *zap.Logger
+	m      *Metrics
+	opts   SyncOptions
+}
+
+// NewSyncer wires a Syncer. logger and metrics may be nil.
+func NewSyncer(src Source, w Writer, stages Stages, st StateStore, opts SyncOptions, logger *zap.Logger, m *Metrics) *Syncer {
 	if logger == nil {
 		logger = zap.NewNop()
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if m != nil {
-		m.lagThreshold.Set(opts.LagThreshold.Seconds())
+	if m == nil {
+		m = unregistered()
 	}
-	return &Syncer{src: src, w: w, meta: meta, st: st, log: logger, m: m, opts: opts}
+	m.lagThreshold.Set(opts.LagThreshold.Seconds())
+	return &Syncer{src: src, w: w, stages: stages, st: st, log: logger, m: m, opts: opts}
 }
 
 // Summary reports one cycle or backfill.
@@ -118,9 +124,7 @@ func (s *Syncer) Floor(now time.Time) int64 {
 func (s *Syncer) Cycle(ctx context.Context) (Summary, error) {
 	now := s.opts.Now()
 	sum := Summary{Started: now}
-	if s.m != nil {
-		s.m.lastCycleStart.Set(float64(now.UnixNano()) / 1e9)
-	}
+	s.m.lastCycleStart.Set(float64(now.UnixNano()) / 1e9)
 	err := s.cycle(ctx, now, &sum)
 	sum.Duration = s.opts.Now().Sub(now)
 	s.observe(&sum, err)
@@ -128,41 +132,66 @@ func (s *Syncer) Cycle(ctx context.Context) (Summary, error) {
 }
 
 func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
-	devices, vars, err := s.src.Walk(ctx, s.opts.Scope)
-	if err != nil {
+	var devices []Device
+	var vars []Variable
+	if err := s.stage(ctx, StageWalk, func(ctx context.Context) (err error) {
+		devices, vars, err = s.src.Walk(ctx, s.opts.Scope)
+		return err
+	}); err != nil {
 		return err
 	}
 	sum.Devices, sum.Variables = len(devices), len(vars)
 	// A *MetadataError (groups, organizations, event logs, deletion flags)
 	// must not hold back the points: it is returned after they are synced.
-	var metaErr *MetadataError
-	if s.meta != nil {
-		if err := s.writeMetadata(ctx, devices, vars, now); err != nil && !errors.As(err, &metaErr) {
+	var partial []error
+	if s.stages.Metadata != nil {
+		err := s.stage(ctx, StageMetadata, func(ctx context.Context) error { return s.writeMetadata(ctx, devices, vars, now) })
+		var metaErr *MetadataError
+		switch {
+		case errors.As(err, &metaErr):
+			partial = append(partial, metaErr.Errs...)
+		case err != nil:
 			return err
 		}
+		if s.stages.Events != nil {
+			if err := s.stage(ctx, StageEvents, s.stages.Events.Sync); err != nil {
+				partial = append(partial, err)
+			}
+		}
 	}
-	marks, err := s.st.Load(ctx)
-	if err != nil {
-		return fmt.Errorf("load marks: %w", err)
-	}
+	var targets []Target
 	floor := s.Floor(now)
-	targets, skipped := Plan(vars, marks, PlanOptions{
-		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
-		ShardIndex: s.opts.ShardIndex, ShardCount: s.opts.ShardCount,
-	})
-	sum.Skipped = skipped
+	if err := s.stage(ctx, StagePlan, func(ctx context.Context) error {
+		marks, err := s.st.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("load marks: %w", err)
+		}
+		var skipped int
+		targets, skipped = Plan(vars, marks, PlanOptions{
+			Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
+			ShardIndex: s.opts.ShardIndex, ShardCount: s.opts.ShardCount,
+		})
+		sum.Skipped = skipped
+		return nil
+	}); err != nil {
+		return err
+	}
 	s.log.Info("cycle planned", zap.Int("devices", len(devices)), zap.Int("variables", len(vars)),
-		zap.Int("to_read", len(targets)), zap.Int("idle", skipped), zap.String("floor", msTime(floor)))
-	res := s.runEngine(ctx, targets, floor, IncrementalMark)
+		zap.Int("to_read", len(targets)), zap.Int("idle", sum.Skipped), zap.String("floor", msTime(floor)))
+	var res RunResult
+	_ = s.stage(ctx, StageMove, func(ctx context.Context) error {
+		res = s.move(ctx, targets, floor, IncrementalMark)
+		return res.err()
+	})
 	s.absorb(sum, res)
 	if res.CommitErr != nil {
 		return res.CommitErr
 	}
-	if err := s.lag(ctx, vars, now, sum); err != nil {
+	if err := s.stage(ctx, StageLag, func(ctx context.Context) error { return s.lag(ctx, vars, now, sum) }); err != nil {
 		s.log.Warn("computing sync lag failed", zap.Error(err))
 	}
-	if metaErr != nil {
-		return metaErr
+	if len(partial) > 0 {
+		return &MetadataError{Errs: partial}
 	}
 	return nil
 }
@@ -173,9 +202,7 @@ func (s *Syncer) absorb(sum *Summary, res RunResult) {
 	sum.Failed = res.Failed
 	if res.FloorMovedTo != 0 {
 		sum.FloorMovedTo = time.UnixMilli(res.FloorMovedTo).UTC()
-		if s.m != nil {
-			s.m.retentionFloorMoved.Inc()
-		}
+		s.m.retentionFloorMoved.Inc()
 	}
 }
 
@@ -224,15 +251,20 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 		m.VariableID, m.HwmMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, time.Now().UTC()
 		return m, true
 	}
-	res := s.runEngine(ctx, targets, floor, markFn)
+	var res RunResult
+	_ = s.stage(ctx, StageMove, func(ctx context.Context) error {
+		res = s.move(ctx, targets, floor, markFn)
+		return res.err()
+	})
 	s.absorb(&sum, res)
 	sum.Duration = s.opts.Now().Sub(now)
 	return sum, res.CommitErr
 }
 
-// runEngine runs one engine over targets, with the cycle's retention floor
-// and the configured engine options, committing marks as markFn decides.
-func (s *Syncer) runEngine(ctx context.Context, targets []Target, floor int64, markFn MarkFunc) RunResult {
+// move is the move stage: one Engine over targets, with the cycle's
+// retention floor and the configured engine options, committing marks as
+// markFn decides.
+func (s *Syncer) move(ctx context.Context, targets []Target, floor int64, markFn MarkFunc) RunResult {
 	eo := s.opts.Engine
 	eo.Floor = floor
 	eo.FloorMargin = s.opts.Margin
@@ -243,13 +275,13 @@ func (s *Syncer) runEngine(ctx context.Context, targets []Target, floor int64, m
 // whole (it also marks deletions and refreshes groups, organizations and
 // event logs); a plain MetadataWriter gets devices and variables.
 func (s *Syncer) writeMetadata(ctx context.Context, devices []Device, vars []Variable, now time.Time) error {
-	if sw, ok := s.meta.(SnapshotWriter); ok {
+	if sw, ok := s.stages.Metadata.(SnapshotWriter); ok {
 		return sw.WriteSnapshot(ctx, Snapshot{Devices: devices, Variables: vars, Scoped: !s.opts.Scope.Empty(), At: now})
 	}
-	if err := s.meta.WriteDevices(ctx, devices, now); err != nil {
+	if err := s.stages.Metadata.WriteDevices(ctx, devices, now); err != nil {
 		return fmt.Errorf("store device metadata: %w", err)
 	}
-	if err := s.meta.WriteVariables(ctx, vars, now); err != nil {
+	if err := s.stages.Metadata.WriteVariables(ctx, vars, now); err != nil {
 		return fmt.Errorf("store variable metadata: %w", err)
 	}
 	return nil
@@ -316,21 +348,14 @@ func (s *Syncer) lag(ctx context.Context, vars []Variable, now time.Time, sum *S
 		if s.opts.LagThreshold > 0 && l.Lag > s.opts.LagThreshold {
 			sum.Lagging++
 		}
-		if s.m != nil {
-			s.m.lag.Observe(l.Lag.Seconds())
-		}
+		s.m.lag.Observe(l.Lag.Seconds())
 	}
-	if s.m != nil {
-		s.m.lagMax.Set(sum.LagMax.Seconds())
-		s.m.lagging.Set(float64(sum.Lagging))
-	}
+	s.m.lagMax.Set(sum.LagMax.Seconds())
+	s.m.lagging.Set(float64(sum.Lagging))
 	return nil
 }
 
 func (s *Syncer) observe(sum *Summary, err error) {
-	if s.m == nil {
-		return
-	}
 	s.m.cycleDuration.Observe(sum.Duration.Seconds())
 	s.m.variablesFailed.Set(float64(len(sum.Failed)))
 	s.m.variablesSynced.Set(float64(sum.Variables))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -367,5 +368,27 @@ func TestClickHouseMarksSurviveMergesWithTheGreatestMark(t *testing.T) {
 	}
 	if rows != 1 || got["v"].HwmMs != 300 || got["v"].LastActivityMs != 301 {
 		t.Errorf("after merge: %d rows, mark %+v; want 1 row with hwm 300 last_activity 301", rows, got["v"])
+	}
+}
+
+// The events' marks round-trip through the warehouse's event_state table,
+// and the later of two commits of one event wins.
+func TestEventMarksRoundTrip(t *testing.T) {
+	st, _ := newClickHouseStore(t)
+	ctx := context.Background()
+	ts := time.Date(2026, 11, 20, 12, 0, 0, 123456000, time.UTC)
+	old := pipeline.EventMark{Event: "~overheat", CreatedAtUs: ts.UnixMicro() - 1, IDs: []string{"l0"}}
+	mark := pipeline.EventMark{Event: "~overheat", CreatedAtUs: ts.UnixMicro(), IDs: []string{"l1", "l2"}}
+	for _, m := range []pipeline.EventMark{old, mark, mark} { // a retried commit is one row under FINAL
+		if err := st.CommitEventMark(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marks, err := st.EventMarks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(marks, map[string]pipeline.EventMark{"~overheat": mark}) {
+		t.Fatalf("EventMarks = %+v, want %+v", marks, mark)
 	}
 }

@@ -54,7 +54,7 @@ func (b *bench) profiled(ctx context.Context) error {
 		return err
 	}
 	w := &countingWriter{w: ch}
-	syncer := pipeline.NewSyncer(fleet.New(api, fleet.Options{MaxInFlight: t.MaxInFlight}), w, ch, state.NewClickHouse(ch), pipeline.SyncOptions{
+	syncer := pipeline.NewSyncer(fleet.New(api, fleet.Options{MaxInFlight: t.MaxInFlight}), w, pipeline.Stages{Metadata: ch}, state.NewClickHouse(ch), pipeline.SyncOptions{
 		Engine: pipeline.EngineOptions{
 			RowsPerRequest:      b.o.sizes.points * 2,
 			VariablesPerRequest: t.VariablesPerRequest,

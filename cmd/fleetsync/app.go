@@ -179,16 +179,22 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			a.Close()
 			return nil, &usageError{err}
 		}
-		// The Fleet refreshes every metadata table each cycle, including
-		// groups, organizations and the configured events' logs.
 		a.src = fleet.New(a.api, fleet.Options{
 			// The config's validation admits only auto and per_device.
 			PerDeviceVariables: cfg.Source.VariablesListing == config.VariablesPerDevice,
 			MaxInFlight:        cfg.Sync.MaxInFlight,
 			Logger:             log.Named("sync"),
 		})
-		meta := pipeline.NewFleet(a.src, a.ch, pipeline.FleetOptions{Events: cfg.Sync.Events, MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
-		a.syncer = pipeline.NewSyncer(a.src, a.ch, meta, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
+		// Every cycle refreshes every metadata table (devices, variables,
+		// groups, organizations) and syncs the configured events' logs,
+		// whose marks live in the warehouse whatever state.backend is.
+		stages := pipeline.Stages{
+			Metadata: pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata")),
+		}
+		if len(cfg.Sync.Events) > 0 {
+			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
+		}
+		a.syncer = pipeline.NewSyncer(a.src, a.ch, stages, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
 	}
 	return a, nil
 }

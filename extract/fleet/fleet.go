@@ -20,7 +20,8 @@ import (
 var (
 	_ pipeline.Source          = (*Source)(nil)
 	_ pipeline.ScopeResolver   = (*Source)(nil)
-	_ pipeline.FleetSource     = (*Source)(nil)
+	_ pipeline.RefreshSource   = (*Source)(nil)
+	_ pipeline.EventSource     = (*Source)(nil)
 	_ pipeline.RetryableError  = (*fleetapi.APIError)(nil)
 	_ pipeline.RetryableError  = (*fleetapi.TransportError)(nil)
 	_ pipeline.RetryableError  = (*fleetapi.ListChangedError)(nil)

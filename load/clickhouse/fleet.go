@@ -10,12 +10,16 @@ import (
 )
 
 // The rest of the fleet's metadata: organizations, device groups and their
-// membership (current and history), event logs and their marks. Every table
+// membership (current and history), event logs (their marks are the state
+// store's: state.ClickHouse). Every table
 // is a ReplacingMergeTree snapshot read with FINAL; a retried insert is
 // therefore harmless.
 
-// Compile-time check that the Client is the pipeline's FleetStore.
-var _ pipeline.FleetStore = (*Client)(nil)
+// The warehouse sides of the metadata and event-log stages.
+var (
+	_ pipeline.RefreshStore   = (*Client)(nil)
+	_ pipeline.EventLogWriter = (*Client)(nil)
+)
 
 // Membership changes recorded in device_group_member_changes.
 const (
@@ -23,9 +27,10 @@ const (
 	ChangeRemoved = "removed"
 )
 
-// insertRows appends n rows, row(i) giving the values of row i in the order
-// of columns, as one INSERT (retried as a whole).
-func (c *Client) insertRows(ctx context.Context, table, columns string, n int, row func(i int) []any) error {
+// InsertRows appends n rows, row(i) giving the values of row i in the order
+// of columns, as one INSERT into table (retried as a whole). The metadata
+// tables and the state store's small tables are written this way.
+func (c *Client) InsertRows(ctx context.Context, table, columns string, n int, row func(i int) []any) error {
 	if n == 0 {
 		return nil
 	}
@@ -110,7 +115,7 @@ func (c *Client) WriteOrganizations(ctx context.Context, orgs []pipeline.Organiz
 	version := c.NextVersion()
 	synced := clampTime(syncedAt)
 	ids := make([]string, len(orgs))
-	err := c.insertRows(ctx, TableOrganizations, "id, label, name, url, created_at, deleted, synced_at, version", len(orgs), func(i int) []any {
+	err := c.InsertRows(ctx, TableOrganizations, "id, label, name, url, created_at, deleted, synced_at, version", len(orgs), func(i int) []any {
 		o := orgs[i]
 		ids[i] = o.ID
 		return []any{o.ID, o.Label, o.Name, o.URL, clampTime(o.CreatedAt), uint8(0), synced, version}
@@ -167,7 +172,7 @@ func (c *Client) WriteDeviceGroups(ctx context.Context, groups []pipeline.Device
 	version := c.NextVersion()
 	synced := clampTime(syncedAt)
 	ids := make([]string, len(groups))
-	err = c.insertRows(ctx, TableDeviceGroups, "id, label, name, url, organization_id, tags, created_at, deleted, synced_at, version", len(groups), func(i int) []any {
+	err = c.InsertRows(ctx, TableDeviceGroups, "id, label, name, url, organization_id, tags, created_at, deleted, synced_at, version", len(groups), func(i int) []any {
 		g := groups[i]
 		ids[i] = g.ID
 		tags := g.Tags
@@ -217,62 +222,30 @@ func (c *Client) WriteDeviceGroups(ctx context.Context, groups []pipeline.Device
 		}
 		return changes[i].device < changes[j].device
 	})
-	err = c.insertRows(ctx, TableDeviceGroupChanges, "group_id, device_id, change, at, version", len(changes), func(i int) []any {
+	err = c.InsertRows(ctx, TableDeviceGroupChanges, "group_id, device_id, change, at, version", len(changes), func(i int) []any {
 		ch := changes[i]
 		return []any{ch.group, ch.device, ch.what, synced, version}
 	})
 	if err != nil {
 		return err
 	}
-	return c.insertRows(ctx, TableDeviceGroupMembers, "group_id, device_id, removed, joined_at, snapshot_at, version", len(members), func(i int) []any {
+	return c.InsertRows(ctx, TableDeviceGroupMembers, "group_id, device_id, removed, joined_at, snapshot_at, version", len(members), func(i int) []any {
 		m := members[i]
 		return []any{m.group, m.device, m.removed, clampTime(m.joined), synced, version}
 	})
 }
 
-// EventMarks returns the stored event log marks by event key.
-func (c *Client) EventMarks(ctx context.Context) (map[string]pipeline.EventMark, error) {
-	rows, err := c.conn.Query(ctx, "SELECT event, hwm_us, hwm_ids FROM "+c.Table(TableEventState)+" FINAL")
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Table(TableEventState), err)
-	}
-	defer rows.Close()
-	out := map[string]pipeline.EventMark{}
-	for rows.Next() {
-		var m pipeline.EventMark
-		if err := rows.Scan(&m.Event, &m.CreatedAtUs, &m.IDs); err != nil {
-			return nil, fmt.Errorf("read %s: %w", c.Table(TableEventState), err)
-		}
-		out[m.Event] = m
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Table(TableEventState), err)
-	}
-	return out, nil
-}
-
-// WriteEventLogs stores logs, then mark, so the mark never covers a log
-// that was not stored. A log stored twice (a retry, a crash between the two
-// inserts) is one row under FINAL.
-func (c *Client) WriteEventLogs(ctx context.Context, logs []pipeline.EventLog, mark pipeline.EventMark) error {
+// WriteEventLogs stores event logs. A log stored twice (a retry, a crash
+// before its event's mark was committed) is one row under FINAL.
+func (c *Client) WriteEventLogs(ctx context.Context, logs []pipeline.EventLog) error {
 	version := c.NextVersion()
 	now := time.Now().UTC()
-	err := c.insertRows(ctx, TableEventLogs, "event, id, created_at, created_at_us, log, synced_at, version", len(logs), func(i int) []any {
+	return c.InsertRows(ctx, TableEventLogs, "event, id, created_at, created_at_us, log, synced_at, version", len(logs), func(i int) []any {
 		l := logs[i]
 		var us int64
 		if !l.CreatedAt.IsZero() {
 			us = l.CreatedAt.UnixMicro()
 		}
 		return []any{l.Event, l.ID, clampTime(l.CreatedAt), us, jsonText(l.Raw), now, version}
-	})
-	if err != nil {
-		return err
-	}
-	ids := mark.IDs
-	if ids == nil {
-		ids = []string{}
-	}
-	return c.insertRows(ctx, TableEventState, "event, hwm_us, hwm_ids, updated_at, version", 1, func(int) []any {
-		return []any{mark.Event, mark.CreatedAtUs, ids, now, version}
 	})
 }

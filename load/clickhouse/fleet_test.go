@@ -140,7 +140,7 @@ func TestWriteOrganizationsMarksTheMissingOnesDeleted(t *testing.T) {
 	}
 }
 
-func TestEventLogsAndTheirMarkRoundTrip(t *testing.T) {
+func TestEventLogsRoundTrip(t *testing.T) {
 	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	ts := time.Date(2026, 11, 20, 12, 0, 0, 123456000, time.UTC)
@@ -148,9 +148,8 @@ func TestEventLogsAndTheirMarkRoundTrip(t *testing.T) {
 		{Event: "~overheat", ID: "l1", CreatedAt: ts, Raw: []byte(`{"id":"l1","message":"hot","value":31.5}`)},
 		{Event: "~overheat", ID: "l2", CreatedAt: ts, Raw: []byte(`{"id":"l2"}`)},
 	}
-	mark := pipeline.EventMark{Event: "~overheat", CreatedAtUs: ts.UnixMicro(), IDs: []string{"l1", "l2"}}
 	for range 2 { // a retried write leaves one row per log
-		if err := c.WriteEventLogs(ctx, logs, mark); err != nil {
+		if err := c.WriteEventLogs(ctx, logs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -161,12 +160,5 @@ func TestEventLogsAndTheirMarkRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("event_logs %q, want %q", got, want)
-	}
-	marks, err := c.EventMarks(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(marks, map[string]pipeline.EventMark{"~overheat": mark}) {
-		t.Fatalf("EventMarks = %+v, want %+v", marks, mark)
 	}
 }

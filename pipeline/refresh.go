@@ -1,0 +1,353 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// RefreshSource is what the metadata refresh reads beyond the walk: the
+// device list (to tell deleted devices), groups with their members, and
+// organizations.
+type RefreshSource interface {
+	ScopeResolver
+	// Devices lists every device of the account (all pages).
+	Devices(ctx context.Context, fn func(Device) error) error
+	// ListDeviceGroups lists every device group; Members is left empty
+	// (GroupDeviceIDs gives them).
+	ListDeviceGroups(ctx context.Context, fn func(DeviceGroup) error) error
+	// ListOrganizations lists every organization. It needs an
+	// organization- or account-scoped token; with an ordinary one it fails
+	// with an error for which IsPermissionDenied is true.
+	ListOrganizations(ctx context.Context, fn func(Organization) error) error
+}
+
+// RefreshStore is the warehouse side of the metadata refresh.
+type RefreshStore interface {
+	MetadataWriter
+	// LiveDevices returns the organization id (maybe empty) of every device
+	// not marked deleted, by device id.
+	LiveDevices(ctx context.Context) (map[string]string, error)
+	// Variables returns the variables not marked deleted (ID and DeviceID
+	// at least).
+	Variables(ctx context.Context) ([]Variable, error)
+	MarkDevicesDeleted(ctx context.Context, ids []string) error
+	MarkVariablesDeleted(ctx context.Context, ids []string) error
+	// WriteOrganizations stores the complete list of organizations; those
+	// stored before and missing from it are marked deleted.
+	WriteOrganizations(ctx context.Context, orgs []Organization, syncedAt time.Time) error
+	// WriteDeviceGroups stores the complete list of groups with their
+	// members: groups missing from it are marked deleted, and memberships
+	// missing from it are marked removed.
+	WriteDeviceGroups(ctx context.Context, groups []DeviceGroup, syncedAt time.Time) error
+}
+
+// RefreshOptions configure the metadata refresh.
+type RefreshOptions struct {
+	// MaxInFlight bounds concurrent listing requests; 0 means 4.
+	MaxInFlight int
+}
+
+// Refresh is the metadata stage of a cycle: it refreshes the fleet's
+// metadata in the warehouse from the cycle's walk: devices and variables
+// (marking those deleted in the source), organizations, device groups and
+// their membership. It is the Syncer's Stages.Metadata. Safe for
+// concurrent use by one cycle at a time.
+type Refresh struct {
+	src   RefreshSource
+	store RefreshStore
+	opts  RefreshOptions
+	log   *zap.Logger
+	// orgsDenied is set once the token was refused the organization list,
+	// so the hint is logged once per process, not every cycle.
+	orgsDenied atomic.Bool
+}
+
+// NewRefresh wires a Refresh. logger may be nil.
+func NewRefresh(src RefreshSource, store RefreshStore, opts RefreshOptions, logger *zap.Logger) *Refresh {
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 4
+	}
+	return &Refresh{src: src, store: store, opts: opts, log: logger}
+}
+
+var (
+	_ MetadataWriter = (*Refresh)(nil)
+	_ SnapshotWriter = (*Refresh)(nil)
+)
+
+// WriteDevices stores devices as they are (no deletion marks).
+func (f *Refresh) WriteDevices(ctx context.Context, devices []Device, syncedAt time.Time) error {
+	return f.store.WriteDevices(ctx, devices, syncedAt)
+}
+
+// WriteVariables stores variables as they are (no deletion marks).
+func (f *Refresh) WriteVariables(ctx context.Context, vars []Variable, syncedAt time.Time) error {
+	return f.store.WriteVariables(ctx, vars, syncedAt)
+}
+
+// WriteSnapshot refreshes every metadata table from one cycle's walk. An
+// error storing devices or variables is returned as is and fails the cycle;
+// failures of the rest come back together as a *MetadataError after
+// everything else was tried.
+func (f *Refresh) WriteSnapshot(ctx context.Context, snap Snapshot) error {
+	var problems []error
+	live, err := f.store.LiveDevices(ctx)
+	if err != nil {
+		return fmt.Errorf("read the stored devices: %w", err)
+	}
+
+	groups, groupsErr := f.deviceGroups(ctx)
+	if groupsErr != nil {
+		problems = append(problems, groupsErr)
+	}
+	orgs, orgsRead, err := f.organizations(ctx)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	devOrg, goneOrgs, err := f.deviceOrganizations(ctx, orgIDs(orgs, groups, live))
+	if err != nil {
+		problems = append(problems, err)
+	}
+
+	devices := make([]Device, len(snap.Devices))
+	for i, d := range snap.Devices {
+		if d.Organization == "" {
+			d.Organization = devOrg[d.ID]
+		}
+		if prev := live[d.ID]; d.Organization == "" && !goneOrgs[prev] {
+			// Not listed under any organization we could read this
+			// time: keep what was known rather than blank it.
+			d.Organization = prev
+		}
+		devices[i] = d
+	}
+	if err := f.store.WriteDevices(ctx, devices, snap.At); err != nil {
+		return fmt.Errorf("store device metadata: %w", err)
+	}
+	if err := f.store.WriteVariables(ctx, snap.Variables, snap.At); err != nil {
+		return fmt.Errorf("store variable metadata: %w", err)
+	}
+	if err := f.markDeleted(ctx, snap, live); err != nil {
+		problems = append(problems, err)
+	}
+	if groupsErr == nil {
+		if err := f.store.WriteDeviceGroups(ctx, groups, snap.At); err != nil {
+			problems = append(problems, fmt.Errorf("store device groups: %w", err))
+		}
+	}
+	if orgsRead {
+		if err := f.store.WriteOrganizations(ctx, orgs, snap.At); err != nil {
+			problems = append(problems, fmt.Errorf("store organizations: %w", err))
+		}
+	}
+	if len(problems) > 0 {
+		return &MetadataError{Errs: problems}
+	}
+	return nil
+}
+
+// deviceGroups lists every group and its members. It fails whole when any
+// listing fails, so that a partial list never marks groups deleted.
+func (f *Refresh) deviceGroups(ctx context.Context) ([]DeviceGroup, error) {
+	var groups []DeviceGroup
+	if err := f.src.ListDeviceGroups(ctx, func(g DeviceGroup) error {
+		groups = append(groups, g)
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("list device groups: %w", err)
+	}
+	gone := make([]bool, len(groups))
+	errs := ForEach(ctx, len(groups), f.opts.MaxInFlight, func(i int) error {
+		ids, err := f.src.GroupDeviceIDs(ctx, groups[i].ID)
+		switch {
+		case IsNotFound(err):
+			// Deleted since the group list was read: left out, so it is
+			// marked deleted like any group the list no longer has.
+			gone[i] = true
+			return nil
+		case err != nil:
+			return fmt.Errorf("list members of device group %s (%s): %w", groups[i].Label, groups[i].ID, err)
+		}
+		groups[i].Members = dedup(ids)
+		return nil
+	})
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	kept := groups[:0]
+	for i, g := range groups {
+		if !gone[i] {
+			kept = append(kept, g)
+		}
+	}
+	return kept, nil
+}
+
+// organizations lists the organizations; read is false when the token may
+// not (logged once per Fleet, with the hint) or the listing failed.
+func (f *Refresh) organizations(ctx context.Context) (orgs []Organization, read bool, err error) {
+	err = f.src.ListOrganizations(ctx, func(o Organization) error {
+		orgs = append(orgs, o)
+		return nil
+	})
+	switch {
+	case err == nil:
+		return orgs, true, nil
+	case IsPermissionDenied(err):
+		if !f.orgsDenied.Swap(true) {
+			f.log.Warn("the token may not read organizations, so the organizations table is not filled; "+
+				"use an organization- or account-scoped token for it (devices are still mapped to organizations through their groups)",
+				zap.Error(err))
+		}
+		return nil, false, nil
+	default:
+		return nil, false, fmt.Errorf("list organizations: %w", err)
+	}
+}
+
+// orgIDs are the organizations whose device lists map devices to them: the
+// listed ones, those groups belong to (an ordinary token may read those
+// lists though not the organizations), and those already known.
+func orgIDs(orgs []Organization, groups []DeviceGroup, live map[string]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(id string) {
+		if id != "" && !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	for _, o := range orgs {
+		add(o.ID)
+	}
+	for _, g := range groups {
+		add(g.Organization)
+	}
+	for _, o := range live {
+		add(o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// deviceOrganizations maps device ids to the organization listing them.
+// An organization that no longer exists (404) is returned in gone; one that
+// fails otherwise is reported, and the others still count.
+func (f *Refresh) deviceOrganizations(ctx context.Context, orgs []string) (byDevice map[string]string, gone map[string]bool, err error) {
+	lists := make([][]string, len(orgs))
+	missing := make([]bool, len(orgs))
+	errs := ForEach(ctx, len(orgs), f.opts.MaxInFlight, func(i int) error {
+		ids, err := f.src.OrganizationDeviceIDs(ctx, orgs[i])
+		switch {
+		case IsNotFound(err):
+			missing[i] = true
+			return nil
+		case err != nil:
+			return fmt.Errorf("list devices of organization %s: %w", orgs[i], err)
+		}
+		lists[i] = ids
+		return nil
+	})
+	byDevice, gone = map[string]string{}, map[string]bool{}
+	for i, ids := range lists {
+		if missing[i] {
+			gone[orgs[i]] = true
+		}
+		for _, id := range ids {
+			if _, ok := byDevice[id]; !ok {
+				byDevice[id] = orgs[i]
+			}
+		}
+	}
+	return byDevice, gone, errors.Join(errs...)
+}
+
+// markDeleted flags stored devices and variables the source no longer has.
+// The walk is complete (a failed walk never reaches here), but when it was
+// scoped a missing device may only be out of scope: then only devices
+// missing from the whole account's listing count as deleted. A device's
+// variable listing is complete, so a stored variable of a walked device
+// that the walk did not see is deleted.
+func (f *Refresh) markDeleted(ctx context.Context, snap Snapshot, live map[string]string) error {
+	walked := make(map[string]bool, len(snap.Devices))
+	for _, d := range snap.Devices {
+		walked[d.ID] = true
+	}
+	var gone []string
+	for id := range live {
+		if !walked[id] {
+			gone = append(gone, id)
+		}
+	}
+	if len(snap.Devices) == 0 && len(gone) > 0 && !snap.Scoped {
+		// An empty account is more likely a source answering oddly than a
+		// fleet deleted whole; do not wipe the warehouse's view on it.
+		f.log.Warn("the source listed no devices at all; not marking the stored ones deleted", zap.Int("stored", len(gone)))
+		return nil
+	}
+	if snap.Scoped && len(gone) > 0 {
+		exists := map[string]bool{}
+		if err := f.src.Devices(ctx, func(d Device) error {
+			exists[d.ID] = true
+			return nil
+		}); err != nil {
+			return fmt.Errorf("list all devices to tell deleted from out-of-scope ones: %w", err)
+		}
+		gone = slices.DeleteFunc(gone, func(id string) bool { return exists[id] })
+	}
+	sort.Strings(gone)
+	goneSet := make(map[string]bool, len(gone))
+	for _, id := range gone {
+		goneSet[id] = true
+	}
+	seenVar := make(map[string]bool, len(snap.Variables))
+	for _, v := range snap.Variables {
+		seenVar[v.ID] = true
+	}
+	storedVars, err := f.store.Variables(ctx)
+	if err != nil {
+		return fmt.Errorf("read the stored variables: %w", err)
+	}
+	var goneVars []string
+	for _, v := range storedVars {
+		if goneSet[v.DeviceID] || (walked[v.DeviceID] && !seenVar[v.ID]) {
+			goneVars = append(goneVars, v.ID)
+		}
+	}
+	sort.Strings(goneVars)
+	if len(gone) > 0 {
+		if err := f.store.MarkDevicesDeleted(ctx, gone); err != nil {
+			return fmt.Errorf("mark %d deleted devices: %w", len(gone), err)
+		}
+		f.log.Info("devices deleted in the source marked deleted", zap.Int("count", len(gone)))
+	}
+	if len(goneVars) > 0 {
+		if err := f.store.MarkVariablesDeleted(ctx, goneVars); err != nil {
+			return fmt.Errorf("mark %d deleted variables: %w", len(goneVars), err)
+		}
+		f.log.Info("variables deleted in the source marked deleted", zap.Int("count", len(goneVars)))
+	}
+	return nil
+}
+
+func dedup(ids []string) []string {
+	seen := make(map[string]bool, len(ids))
+	out := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !seen[id] {
+			seen[id] = true
+			out = append(out, id)
+		}
+	}
+	return out
+}
