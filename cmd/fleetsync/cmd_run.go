@@ -16,25 +16,18 @@ import (
 )
 
 func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlags(env, "fleetsync run --config FILE")
-	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	fs, cfgPath := configFlags(env, "fleetsync run --config FILE")
 	noInitial := fs.Bool("no-initial-cycle", false, "wait for the first scheduled time instead of syncing at start")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(env, *cfgPath)
-	if err != nil {
-		return err
-	}
-	sched, err := cron.ParseStandard(cfg.Sync.Schedule)
-	if err != nil {
-		return usagef("sync.schedule %q: %v; use five cron fields like \"*/5 * * * *\"", cfg.Sync.Schedule, err)
-	}
-	a, err := openApp(ctx, env, cfg, true)
+	a, err := start(ctx, env, fs, cfgPath, args, true)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
+	cfg := a.cfg
+	sched, err := cron.ParseStandard(cfg.Sync.Schedule)
+	if err != nil {
+		return usagef("sync.schedule %q: %v; use five cron fields like \"*/5 * * * *\"", cfg.Sync.Schedule, err)
+	}
 	d := &daemon{app: a}
 	srv, addr, err := d.serve(cfg.Metrics.Listen)
 	if err != nil {

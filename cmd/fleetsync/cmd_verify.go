@@ -33,16 +33,12 @@ const (
 )
 
 func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlags(env, "fleetsync verify --config FILE --from T --to T [--json] [--repair]")
-	cfgPath := fs.String("config", "", "configuration file (YAML)")
+	fs, cfgPath := configFlags(env, "fleetsync verify --config FILE --from T --to T [--json] [--repair]")
 	fromS := fs.String("from", "", "start of the range, inclusive (RFC 3339 or POSIX ms); moved up to the retention floor if older")
 	toS := fs.String("to", "", "end of the range, inclusive (RFC 3339 or POSIX ms)")
 	asJSON := fs.Bool("json", false, "print JSON for machines")
 	repair := fs.Bool("repair", false, "re-extract the mismatching variables over the range, then verify them again")
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	a, from, to, err := openForRange(ctx, env, *cfgPath, *fromS, *toS)
+	a, from, to, err := startForRange(ctx, env, fs, cfgPath, args, fromS, toS)
 	if err != nil {
 		return err
 	}
