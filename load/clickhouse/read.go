@@ -5,14 +5,14 @@ import (
 	"fmt"
 
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/verify"
 )
 
-// Stats summarises one variable's points in datapoints FINAL over a range.
-type Stats struct {
-	Count        uint64
-	Sum          float64
-	MinTs, MaxTs int64
-}
+// Stats summarises one variable's points in datapoints FINAL over a range:
+// the warehouse's side of verify (the Client is its verify.Warehouse).
+type Stats = verify.Stats
+
+var _ verify.Warehouse = (*Client)(nil)
 
 // PointStats returns, per variable with at least one point, the count, sum
 // and timestamp range of its points in datapoints FINAL (deduplicated) with
