@@ -12,8 +12,6 @@
 package state
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -24,29 +22,19 @@ import (
 var (
 	_ pipeline.StateStore = (*File)(nil)
 	_ pipeline.StateStore = (*ClickHouse)(nil)
+	_ pipeline.Leaser     = (*File)(nil)
+	_ pipeline.Leaser     = (*ClickHouse)(nil)
 )
 
-// Lease is the right to run a sync cycle on one warehouse, held until
-// Release or until it expires without Renew.
-type Lease interface {
-	// Holder is the name the lease was acquired under.
-	Holder() string
-	// Expires is when the lease lapses unless renewed.
-	Expires() time.Time
-	// Renew extends the lease by its ttl from now. It returns an error
-	// wrapping ErrLeaseLost when another holder has taken it over (after it
-	// expired), in which case the caller should stop its cycle.
-	Renew(ctx context.Context) error
-	// Release gives the lease up so the next cycle can start at once.
-	Release(ctx context.Context) error
-}
+// Lease is the sync lease the stores grant (see pipeline.Lease).
+type Lease = pipeline.Lease
 
 // ErrLeaseHeld is matched (errors.Is) by every *LeaseHeldError.
-var ErrLeaseHeld = errors.New("sync lease held by another process")
+var ErrLeaseHeld = pipeline.ErrLeaseHeld
 
 // ErrLeaseLost is returned by Renew when the lease has passed to another
 // holder.
-var ErrLeaseLost = errors.New("sync lease lost to another holder")
+var ErrLeaseLost = pipeline.ErrLeaseLost
 
 // LeaseHeldError says who holds the lease Acquire wanted, and until when.
 type LeaseHeldError struct {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -28,27 +27,14 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return usagef("sync.schedule %q: %v; use five cron fields like \"*/5 * * * *\"", cfg.Sync.Schedule, err)
 	}
-	d := &daemon{app: a}
+	d := &endpoints{app: a}
 	srv, addr, err := d.serve(cfg.Metrics.Listen)
 	if err != nil {
 		return err
 	}
 	a.log.Info("fleetsync daemon started", zap.String("schedule", cfg.Sync.Schedule), zap.String("metrics", "http://"+addr+"/metrics"))
 
-	// One cycle at a time: a tick that comes while a cycle runs is skipped,
-	// and the next tick catches up (marks make cycles idempotent).
-	c := cron.New(cron.WithChain(cron.SkipIfStillRunning(cron.DiscardLogger)))
-	c.Schedule(sched, cron.FuncJob(func() { d.cycle(ctx) }))
-	c.Start()
-	if !*noInitial {
-		go c.Entries()[0].WrappedJob.Run()
-	}
-	<-ctx.Done()
-	a.log.Info("signal received: stopping the scheduler and finishing the current cycle")
-	// Stop waits for a running cycle, which sees ctx cancelled, abandons its
-	// request, loads what it fetched and commits it.
-	<-c.Stop().Done()
-	d.wg.Wait()
+	a.runner().Run(ctx, sched, !*noInitial, d.cycle)
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(shutdownCtx)
@@ -56,20 +42,15 @@ func cmdRun(ctx context.Context, env *cliEnv, args []string) error {
 	return nil
 }
 
-// daemon is the state `fleetsync run` shares with its HTTP endpoints.
-type daemon struct {
+// endpoints is the state `fleetsync run` shares with its HTTP endpoints.
+type endpoints struct {
 	app        *app
-	wg         sync.WaitGroup
 	lastFailed atomic.Bool
 	cycles     atomic.Int64
 }
 
-func (d *daemon) cycle(ctx context.Context) {
-	if ctx.Err() != nil {
-		return
-	}
-	d.wg.Add(1)
-	defer d.wg.Done()
+// cycle is one scheduled cycle, as the endpoints report it.
+func (d *endpoints) cycle(ctx context.Context) {
 	err := d.app.syncOnce(ctx)
 	d.cycles.Add(1)
 	d.lastFailed.Store(err != nil)
@@ -78,7 +59,7 @@ func (d *daemon) cycle(ctx context.Context) {
 	}
 }
 
-func (d *daemon) serve(listen string) (*http.Server, string, error) {
+func (d *endpoints) serve(listen string) (*http.Server, string, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(d.app.reg, promhttp.HandlerOpts{Registry: d.app.reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
