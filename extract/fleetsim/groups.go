@@ -1,0 +1,294 @@
+package fleetsim
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// Device groups.
+
+func (s *Sim) listGroups(w http.ResponseWriter, r *http.Request, _ []string, _ TokenKind) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	base := s.baseURL(r)
+	writeList(w, r, base, filterBy(s.groups, r.URL.Query(), groupFilters), defaultPageSize, func(g *group) any { return renderGroup(base, g) })
+}
+
+func (s *Sim) getGroup(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.lookupGroup(p[0])
+	if g == nil {
+		errNotFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, renderGroup(s.baseURL(r), g))
+}
+
+// groupFieldsFrom validates the writable group fields of a create or patch.
+func (s *Sim) groupFieldsFrom(obj map[string]any, self *group, create bool) (label, name *string, o *org, tags []string, setTags bool, problems map[string][]string) {
+	problems = map[string][]string{}
+	if v, ok := obj["label"]; ok {
+		str, isStr := v.(string)
+		switch {
+		case !isStr:
+			problems["label"] = []string{"Not a valid string."}
+		case str == "" || strings.Contains(str, "/") || strings.HasPrefix(str, "~"):
+			problems["label"] = []string{"Enter a valid label."}
+		case len([]rune(str)) > 100:
+			problems["label"] = []string{"Ensure this field has no more than 100 characters."}
+		default:
+			if g := s.lookupGroup("~" + str); g != nil && g != self {
+				problems["label"] = []string{"device group with this label already exists."}
+			} else {
+				label = &str
+			}
+		}
+	} else if create {
+		problems["label"] = []string{"This field is required."}
+	}
+	if v, ok := obj["name"]; ok {
+		str, isStr := v.(string)
+		switch {
+		case !isStr:
+			problems["name"] = []string{"Not a valid string."}
+		case len([]rune(str)) > 200:
+			problems["name"] = []string{"Ensure this field has no more than 200 characters."}
+		default:
+			name = &str
+		}
+	}
+	if create {
+		if v, ok := obj["organization"]; !ok {
+			problems["organization"] = []string{"This field is required."}
+		} else if str, isStr := v.(string); !isStr {
+			problems["organization"] = []string{"Not a valid string."}
+		} else if o = s.lookupOrg(str); o == nil {
+			problems["organization"] = []string{fmt.Sprintf("Invalid organization %q - object does not exist.", str)}
+		}
+	}
+	if v, ok := obj["tags"]; ok {
+		if t, isList := stringList(v); isList {
+			tags, setTags = t, true
+		} else {
+			problems["tags"] = []string{"Expected a list of strings."}
+		}
+	}
+	return
+}
+
+func (s *Sim) createGroup(w http.ResponseWriter, r *http.Request, _ []string, _ TokenKind) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	obj, ok := body.(map[string]any)
+	if !ok {
+		errValidation(w, map[string][]string{"non_field_errors": {fmt.Sprintf("Invalid data. Expected a dictionary, but got %s.", jsonTypeName(body))}})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	label, name, o, tags, _, problems := s.groupFieldsFrom(obj, nil, true)
+	if len(problems) > 0 {
+		errValidation(w, problems)
+		return
+	}
+	g := &group{id: s.newID(), label: *label, name: *label, org: o, tags: tags, createdAt: s.now().UTC()}
+	if name != nil {
+		g.name = *name
+	}
+	if g.tags == nil {
+		g.tags = []string{}
+	}
+	// devices, if sent, is read-only: a new group starts empty.
+	s.groups = append(s.groups, g)
+	writeJSON(w, http.StatusCreated, renderGroup(s.baseURL(r), g))
+}
+
+// patchGroup updates label, name and tags; devices, organization and the
+// other read-only fields are ignored.
+func (s *Sim) patchGroup(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return
+	}
+	obj, ok := body.(map[string]any)
+	if !ok {
+		errValidation(w, map[string][]string{"non_field_errors": {fmt.Sprintf("Invalid data. Expected a dictionary, but got %s.", jsonTypeName(body))}})
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupGroup(p[0])
+	if g == nil {
+		errNotFound(w)
+		return
+	}
+	label, name, _, tags, setTags, problems := s.groupFieldsFrom(obj, g, false)
+	if len(problems) > 0 {
+		errValidation(w, problems)
+		return
+	}
+	if label != nil {
+		g.label = *label
+	}
+	if name != nil {
+		g.name = *name
+	}
+	if setTags {
+		g.tags = tags
+	}
+	writeJSON(w, http.StatusOK, renderGroup(s.baseURL(r), g))
+}
+
+func (s *Sim) deleteGroup(w http.ResponseWriter, _ *http.Request, p []string, _ TokenKind) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupGroup(p[0])
+	if g == nil {
+		errNotFound(w)
+		return
+	}
+	out := s.groups[:0:0]
+	for _, x := range s.groups {
+		if x != g {
+			out = append(out, x)
+		}
+	}
+	s.groups = out
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Sim) listGroupDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	g := s.lookupGroup(p[0])
+	if g == nil {
+		errNotFound(w)
+		return
+	}
+	base := s.baseURL(r)
+	writeList(w, r, base, filterBy(g.members, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
+}
+
+// memberBody reads the identifier array of assign_devices and
+// remove_devices: device id strings, "~label" strings and {id: ...}
+// objects, mixed. It answers errors itself.
+func (s *Sim) memberBody(w http.ResponseWriter, r *http.Request) ([]string, bool) {
+	body, ok := readBody(w, r)
+	if !ok {
+		return nil, false
+	}
+	arr, ok := body.([]any)
+	if !ok {
+		errValidation(w, fmt.Sprintf("Expected a list of device identifiers, but got %s.", jsonTypeName(body)))
+		return nil, false
+	}
+	keys := make([]string, 0, len(arr))
+	var problems []string
+	for i, e := range arr {
+		switch x := e.(type) {
+		case string:
+			keys = append(keys, x)
+		case map[string]any:
+			if id, ok := x["id"].(string); ok {
+				keys = append(keys, id)
+				continue
+			}
+			problems = append(problems, fmt.Sprintf("Item %d: an object must carry the device id as a string in \"id\".", i))
+		default:
+			problems = append(problems, fmt.Sprintf("Item %d: expected a device id, a ~label or an object {id}.", i))
+		}
+	}
+	if len(problems) > 0 {
+		errValidation(w, problems)
+		return nil, false
+	}
+	return keys, true
+}
+
+// resolveDevices looks every key up; unknown keys are a 400001 naming them.
+// Caller holds s.mu.
+func (s *Sim) resolveDevices(w http.ResponseWriter, keys []string) ([]*device, bool) {
+	var out []*device
+	var problems []string
+	for _, k := range keys {
+		d := s.lookupDevice(k)
+		if d == nil {
+			problems = append(problems, fmt.Sprintf("Device %q does not exist.", k))
+			continue
+		}
+		out = append(out, d)
+	}
+	if len(problems) > 0 {
+		errValidation(w, problems)
+		return nil, false
+	}
+	return out, true
+}
+
+func queryBool(v string) bool {
+	switch strings.ToLower(v) {
+	case "true", "1", "yes", "on":
+		return true
+	}
+	return false
+}
+
+func (s *Sim) assignDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+	keys, ok := s.memberBody(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupGroup(p[0])
+	if g == nil {
+		errNotFound(w)
+		return
+	}
+	devs, ok := s.resolveDevices(w, keys)
+	if !ok {
+		return
+	}
+	var members []*device
+	if !queryBool(r.URL.Query().Get("clear")) {
+		members = append(members, g.members...)
+	}
+	for _, d := range devs {
+		dup := false
+		for _, m := range members {
+			dup = dup || m == d
+		}
+		if !dup {
+			members = append(members, d)
+		}
+	}
+	g.members = members
+	base := s.baseURL(r)
+	writeList(w, r, base, g.members, defaultPageSize, func(d *device) any { return renderDeviceSummary(base, d) })
+}
+
+func (s *Sim) removeDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+	keys, ok := s.memberBody(w, r)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.lookupGroup(p[0])
+	if g == nil {
+		errNotFound(w)
+		return
+	}
+	devs, ok := s.resolveDevices(w, keys)
+	if !ok {
+		return
+	}
+	for _, d := range devs {
+		g.members = removeDevice(g.members, d)
+	}
+	writeJSON(w, http.StatusOK, listBody{Results: []any{}})
+}

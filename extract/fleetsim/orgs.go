@@ -1,0 +1,75 @@
+package fleetsim
+
+import (
+	"net/http"
+)
+
+// Organizations.
+
+func (s *Sim) listOrgs(w http.ResponseWriter, r *http.Request, _ []string, tk TokenKind) {
+	if tk == TokenOrdinary {
+		errPermission(w)
+		return
+	}
+	s.mu.RLock()
+	orgs := append([]*org(nil), s.orgs...)
+	s.mu.RUnlock()
+	base := s.baseURL(r)
+	writeList(w, r, base, orgs, defaultPageSize, func(o *org) any { return renderOrg(base, o) })
+}
+
+func (s *Sim) getOrg(w http.ResponseWriter, r *http.Request, p []string, tk TokenKind) {
+	// The permission check comes before the lookup: an ordinary token gets
+	// 403 for any organization key.
+	if tk == TokenOrdinary {
+		errPermission(w)
+		return
+	}
+	s.mu.RLock()
+	o := s.lookupOrg(p[0])
+	var body any
+	if o != nil {
+		body = renderOrg(s.baseURL(r), o)
+	}
+	s.mu.RUnlock()
+	if o == nil {
+		errNotFound(w)
+		return
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+func (s *Sim) listOrgDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o := s.lookupOrg(p[0])
+	if o == nil {
+		errNotFound(w)
+		return
+	}
+	base := s.baseURL(r)
+	writeList(w, r, base, filterBy(o.devices, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
+}
+
+type dashboardJSON struct {
+	URL          string `json:"url"`
+	ID           string `json:"id"`
+	Label        string `json:"label"`
+	Name         string `json:"name"`
+	Organization string `json:"organization"`
+	CreatedAt    string `json:"createdAt"`
+}
+
+func (s *Sim) listOrgDashboards(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	o := s.lookupOrg(p[0])
+	if o == nil {
+		errNotFound(w)
+		return
+	}
+	base := s.baseURL(r)
+	writeList(w, r, base, o.dashboards, defaultPageSize, func(d *dashboard) any {
+		return dashboardJSON{URL: base + "/api/v2.0/dashboards/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, Organization: o.id, CreatedAt: isoTime(d.createdAt)}
+	})
+}

@@ -1,0 +1,167 @@
+package fleetsim
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// Lookups by key (caller holds s.mu).
+
+func (s *Sim) lookupDevice(key string) *device {
+	if l, ok := strings.CutPrefix(key, "~"); ok {
+		return s.devByLabel[l]
+	}
+	return s.devByID[key]
+}
+
+func (s *Sim) lookupOrg(key string) *org {
+	l, byLabel := strings.CutPrefix(key, "~")
+	for _, o := range s.orgs {
+		if (byLabel && o.label == l) || (!byLabel && o.id == key) {
+			return o
+		}
+	}
+	return nil
+}
+
+func (s *Sim) lookupGroup(key string) *group {
+	l, byLabel := strings.CutPrefix(key, "~")
+	for _, g := range s.groups {
+		if (byLabel && g.label == l) || (!byLabel && g.id == key) {
+			return g
+		}
+	}
+	return nil
+}
+
+func (s *Sim) lookupEvent(key string) *event {
+	l, byLabel := strings.CutPrefix(key, "~")
+	for _, e := range s.events {
+		if (byLabel && e.label == l) || (!byLabel && e.id == key) {
+			return e
+		}
+	}
+	return nil
+}
+
+// Representations.
+
+type orgJSON struct {
+	URL       string `json:"url"`
+	ID        string `json:"id"`
+	Label     string `json:"label"`
+	Name      string `json:"name"`
+	CreatedAt string `json:"createdAt"`
+}
+
+func renderOrg(base string, o *org) any {
+	return orgJSON{URL: base + "/api/v2.0/organizations/" + o.id + "/", ID: o.id, Label: o.label, Name: o.name, CreatedAt: isoTime(o.createdAt)}
+}
+
+type deviceJSON struct {
+	URL            string         `json:"url"`
+	ID             string         `json:"id"`
+	Label          string         `json:"label"`
+	Name           string         `json:"name"`
+	Description    string         `json:"description"`
+	Properties     map[string]any `json:"properties"`
+	Tags           []string       `json:"tags"`
+	CreatedAt      string         `json:"createdAt"`
+	LastActivity   any            `json:"lastActivity"`
+	VariablesCount int            `json:"variablesCount"`
+}
+
+func (s *Sim) renderDevice(base string, d *device) any {
+	tags := d.tags
+	if tags == nil {
+		tags = []string{}
+	}
+	props := d.properties
+	if props == nil {
+		props = map[string]any{}
+	}
+	return deviceJSON{
+		URL: base + "/api/v2.0/devices/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, Description: d.description,
+		Properties: props, Tags: tags, CreatedAt: isoTime(d.createdAt), LastActivity: activityJSON(s.deviceActivity(d)), VariablesCount: len(d.vars),
+	}
+}
+
+type deviceSummaryJSON struct {
+	URL       string `json:"url"`
+	ID        string `json:"id"`
+	Label     string `json:"label"`
+	Name      string `json:"name"`
+	CreatedAt string `json:"createdAt"`
+}
+
+func renderDeviceSummary(base string, d *device) any {
+	return deviceSummaryJSON{URL: base + "/api/v2.0/devices/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, CreatedAt: isoTime(d.createdAt)}
+}
+
+type deviceRefJSON struct {
+	URL   string `json:"url"`
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	Name  string `json:"name"`
+}
+
+type variableJSON struct {
+	URL          string          `json:"url"`
+	ID           string          `json:"id"`
+	Label        string          `json:"label"`
+	Name         string          `json:"name"`
+	Description  string          `json:"description"`
+	Properties   map[string]any  `json:"properties"`
+	Device       deviceRefJSON   `json:"device"`
+	CreatedAt    string          `json:"createdAt"`
+	LastActivity any             `json:"lastActivity"`
+	LastValue    json.RawMessage `json:"lastValue"`
+}
+
+// renderVariable includes lastValue: the newest retained point, {} if none.
+func (s *Sim) renderVariable(base string, v *variable, floor int64) any {
+	lv := []byte("{}")
+	c := v.ser.cursor(floor, maxTs)
+	if c.next() {
+		lv = appendPointJSON(nil, &c, -1)
+		if tok := nonFiniteToken(c.value()); tok != "" {
+			// json.RawMessage must be strict JSON: a placeholder
+			// stands in for the token until writeJSON.
+			lv = bytes.Replace(lv, []byte(`"value":`+tok+`,`), append(appendJSONString([]byte(`"value":`), nonFiniteMark+tok), ','), 1)
+		}
+	}
+	props := v.properties
+	if props == nil {
+		props = map[string]any{}
+	}
+	return variableJSON{
+		URL: base + "/api/v2.0/variables/" + v.id + "/", ID: v.id, Label: v.label, Name: v.name, Description: "",
+		Properties: props,
+		Device:     deviceRefJSON{URL: base + "/api/v2.0/devices/" + v.dev.id + "/", ID: v.dev.id, Label: v.dev.label, Name: v.dev.name},
+		CreatedAt:  isoTime(v.createdAt), LastActivity: activityJSON(s.varActivity(v)), LastValue: lv,
+	}
+}
+
+type groupJSON struct {
+	URL          string   `json:"url"`
+	ID           string   `json:"id"`
+	Label        string   `json:"label"`
+	Name         string   `json:"name"`
+	Organization string   `json:"organization"`
+	Tags         []string `json:"tags"`
+	Devices      []string `json:"devices"`
+	CreatedAt    string   `json:"createdAt"`
+}
+
+func renderGroup(base string, g *group) any {
+	ids := make([]string, 0, len(g.members))
+	for _, d := range g.members {
+		ids = append(ids, d.id)
+	}
+	tags := g.tags
+	if tags == nil {
+		tags = []string{}
+	}
+	return groupJSON{URL: base + "/api/v2.0/device_groups/" + g.id + "/", ID: g.id, Label: g.label, Name: g.name, Organization: g.org.id, Tags: tags, Devices: ids, CreatedAt: isoTime(g.createdAt)}
+}
