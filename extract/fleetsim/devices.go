@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"fmt"
 	"net/http"
 	"strings"
 )
@@ -16,115 +15,100 @@ func (s *Sim) listDevices(w http.ResponseWriter, r *http.Request, _ []string, _ 
 }
 
 func (s *Sim) getDevice(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.lookupDevice(p[0])
-	if d == nil {
-		errNotFound(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, s.renderDevice(s.baseURL(r), d))
+	reading(s, w, func() *device { return s.lookupDevice(p[0]) }, func(d *device) {
+		writeJSON(w, http.StatusOK, s.renderDevice(s.baseURL(r), d))
+	})
 }
 
 // patchDevice merges properties key by key and replaces tags; read-only
 // fields (url, id, createdAt, lastActivity, variablesCount) and unknown
 // fields are accepted and ignored.
 func (s *Sim) patchDevice(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	body, ok := readBody(w, r)
+	obj, ok := readObject(w, r)
 	if !ok {
 		return
 	}
-	obj, ok := body.(map[string]any)
-	if !ok {
-		errValidation(w, map[string][]string{"non_field_errors": {fmt.Sprintf("Invalid data. Expected a dictionary, but got %s.", jsonTypeName(body))}})
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	d := s.lookupDevice(p[0])
-	if d == nil {
-		errNotFound(w)
-		return
-	}
-	problems := map[string][]string{}
-	var label, name, desc *string
-	var props map[string]any
-	var tags []string
-	var setTags bool
-	if v, ok := obj["label"]; ok {
-		str, isStr := v.(string)
-		switch {
-		case !isStr:
-			problems["label"] = []string{"Not a valid string."}
-		case str == "" || strings.Contains(str, "/") || strings.HasPrefix(str, "~"):
-			problems["label"] = []string{"Enter a valid label."}
-		case len([]rune(str)) > 100:
-			problems["label"] = []string{"Ensure this field has no more than 100 characters."}
-		case s.devByLabel[str] != nil && s.devByLabel[str] != d:
-			problems["label"] = []string{"device with this label already exists."}
-		default:
-			label = &str
+	writing(s, w, func() *device { return s.lookupDevice(p[0]) }, func(d *device) {
+		problems := map[string][]string{}
+		var label, name, desc *string
+		var props map[string]any
+		var tags []string
+		var setTags bool
+		if v, ok := obj["label"]; ok {
+			str, isStr := v.(string)
+			switch {
+			case !isStr:
+				problems["label"] = []string{"Not a valid string."}
+			case str == "" || strings.Contains(str, "/") || strings.HasPrefix(str, "~"):
+				problems["label"] = []string{"Enter a valid label."}
+			case len([]rune(str)) > 100:
+				problems["label"] = []string{"Ensure this field has no more than 100 characters."}
+			case s.devByLabel[str] != nil && s.devByLabel[str] != d:
+				problems["label"] = []string{"device with this label already exists."}
+			default:
+				label = &str
+			}
 		}
-	}
-	if v, ok := obj["name"]; ok {
-		str, isStr := v.(string)
-		switch {
-		case !isStr:
-			problems["name"] = []string{"Not a valid string."}
-		case len([]rune(str)) > 200:
-			problems["name"] = []string{"Ensure this field has no more than 200 characters."}
-		default:
-			name = &str
+		if v, ok := obj["name"]; ok {
+			str, isStr := v.(string)
+			switch {
+			case !isStr:
+				problems["name"] = []string{"Not a valid string."}
+			case len([]rune(str)) > 200:
+				problems["name"] = []string{"Ensure this field has no more than 200 characters."}
+			default:
+				name = &str
+			}
 		}
-	}
-	if v, ok := obj["description"]; ok {
-		if str, isStr := v.(string); isStr {
-			desc = &str
-		} else {
-			problems["description"] = []string{"Not a valid string."}
+		if v, ok := obj["description"]; ok {
+			if str, isStr := v.(string); isStr {
+				desc = &str
+			} else {
+				problems["description"] = []string{"Not a valid string."}
+			}
 		}
-	}
-	if v, ok := obj["properties"]; ok {
-		if m, isObj := v.(map[string]any); isObj {
-			props = numberToAny(m).(map[string]any)
-		} else {
-			problems["properties"] = []string{"Expected a dictionary of items."}
+		if v, ok := obj["properties"]; ok {
+			if m, isObj := v.(map[string]any); isObj {
+				props = numberToAny(m).(map[string]any)
+			} else {
+				problems["properties"] = []string{"Expected a dictionary of items."}
+			}
 		}
-	}
-	if v, ok := obj["tags"]; ok {
-		if t, isList := stringList(v); isList {
-			tags, setTags = t, true
-		} else {
-			problems["tags"] = []string{"Expected a list of strings."}
+		if v, ok := obj["tags"]; ok {
+			if t, isList := stringList(v); isList {
+				tags, setTags = t, true
+			} else {
+				problems["tags"] = []string{"Expected a list of strings."}
+			}
 		}
-	}
-	if len(problems) > 0 {
-		errValidation(w, problems)
-		return
-	}
-	if label != nil && *label != d.label {
-		delete(s.devByLabel, d.label)
-		d.label = *label
-		s.devByLabel[d.label] = d
-	}
-	if name != nil {
-		d.name = *name
-	}
-	if desc != nil {
-		d.description = *desc
-	}
-	if props != nil {
-		merged := make(map[string]any, len(d.properties)+len(props))
-		for k, v := range d.properties {
-			merged[k] = v
+		if len(problems) > 0 {
+			errValidation(w, problems)
+			return
 		}
-		for k, v := range props {
-			merged[k] = v
+		if label != nil && *label != d.label {
+			delete(s.devByLabel, d.label)
+			d.label = *label
+			s.devByLabel[d.label] = d
 		}
-		d.properties = merged
-	}
-	if setTags {
-		d.tags = tags
-	}
-	writeJSON(w, http.StatusOK, s.renderDevice(s.baseURL(r), d))
+		if name != nil {
+			d.name = *name
+		}
+		if desc != nil {
+			d.description = *desc
+		}
+		if props != nil {
+			merged := make(map[string]any, len(d.properties)+len(props))
+			for k, v := range d.properties {
+				merged[k] = v
+			}
+			for k, v := range props {
+				merged[k] = v
+			}
+			d.properties = merged
+		}
+		if setTags {
+			d.tags = tags
+		}
+		writeJSON(w, http.StatusOK, s.renderDevice(s.baseURL(r), d))
+	})
 }

@@ -16,14 +16,9 @@ func (s *Sim) listGroups(w http.ResponseWriter, r *http.Request, _ []string, _ T
 }
 
 func (s *Sim) getGroup(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	g := s.lookupGroup(p[0])
-	if g == nil {
-		errNotFound(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, renderGroup(s.baseURL(r), g))
+	reading(s, w, func() *group { return s.lookupGroup(p[0]) }, func(g *group) {
+		writeJSON(w, http.StatusOK, renderGroup(s.baseURL(r), g))
+	})
 }
 
 // groupFieldsFrom validates the writable group fields of a create or patch.
@@ -79,13 +74,8 @@ func (s *Sim) groupFieldsFrom(obj map[string]any, self *group, create bool) (lab
 }
 
 func (s *Sim) createGroup(w http.ResponseWriter, r *http.Request, _ []string, _ TokenKind) {
-	body, ok := readBody(w, r)
+	obj, ok := readObject(w, r)
 	if !ok {
-		return
-	}
-	obj, ok := body.(map[string]any)
-	if !ok {
-		errValidation(w, map[string][]string{"non_field_errors": {fmt.Sprintf("Invalid data. Expected a dictionary, but got %s.", jsonTypeName(body))}})
 		return
 	}
 	s.mu.Lock()
@@ -110,67 +100,47 @@ func (s *Sim) createGroup(w http.ResponseWriter, r *http.Request, _ []string, _ 
 // patchGroup updates label, name and tags; devices, organization and the
 // other read-only fields are ignored.
 func (s *Sim) patchGroup(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	body, ok := readBody(w, r)
+	obj, ok := readObject(w, r)
 	if !ok {
 		return
 	}
-	obj, ok := body.(map[string]any)
-	if !ok {
-		errValidation(w, map[string][]string{"non_field_errors": {fmt.Sprintf("Invalid data. Expected a dictionary, but got %s.", jsonTypeName(body))}})
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.lookupGroup(p[0])
-	if g == nil {
-		errNotFound(w)
-		return
-	}
-	label, name, _, tags, setTags, problems := s.groupFieldsFrom(obj, g, false)
-	if len(problems) > 0 {
-		errValidation(w, problems)
-		return
-	}
-	if label != nil {
-		g.label = *label
-	}
-	if name != nil {
-		g.name = *name
-	}
-	if setTags {
-		g.tags = tags
-	}
-	writeJSON(w, http.StatusOK, renderGroup(s.baseURL(r), g))
+	writing(s, w, func() *group { return s.lookupGroup(p[0]) }, func(g *group) {
+		label, name, _, tags, setTags, problems := s.groupFieldsFrom(obj, g, false)
+		if len(problems) > 0 {
+			errValidation(w, problems)
+			return
+		}
+		if label != nil {
+			g.label = *label
+		}
+		if name != nil {
+			g.name = *name
+		}
+		if setTags {
+			g.tags = tags
+		}
+		writeJSON(w, http.StatusOK, renderGroup(s.baseURL(r), g))
+	})
 }
 
 func (s *Sim) deleteGroup(w http.ResponseWriter, _ *http.Request, p []string, _ TokenKind) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.lookupGroup(p[0])
-	if g == nil {
-		errNotFound(w)
-		return
-	}
-	out := s.groups[:0:0]
-	for _, x := range s.groups {
-		if x != g {
-			out = append(out, x)
+	writing(s, w, func() *group { return s.lookupGroup(p[0]) }, func(g *group) {
+		out := s.groups[:0:0]
+		for _, x := range s.groups {
+			if x != g {
+				out = append(out, x)
+			}
 		}
-	}
-	s.groups = out
-	w.WriteHeader(http.StatusNoContent)
+		s.groups = out
+		w.WriteHeader(http.StatusNoContent)
+	})
 }
 
 func (s *Sim) listGroupDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	g := s.lookupGroup(p[0])
-	if g == nil {
-		errNotFound(w)
-		return
-	}
-	base := s.baseURL(r)
-	writeList(w, r, base, filterBy(g.members, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
+	reading(s, w, func() *group { return s.lookupGroup(p[0]) }, func(g *group) {
+		base := s.baseURL(r)
+		writeList(w, r, base, filterBy(g.members, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
+	})
 }
 
 // memberBody reads the identifier array of assign_devices and
@@ -237,22 +207,26 @@ func queryBool(v string) bool {
 	return false
 }
 
-func (s *Sim) assignDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+// editMembers reads the device list of an assign or remove body, then,
+// under the write lock, finds the group and the devices and calls edit.
+func (s *Sim) editMembers(w http.ResponseWriter, r *http.Request, p []string, edit func(g *group, devs []*device)) {
 	keys, ok := s.memberBody(w, r)
 	if !ok {
 		return
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.lookupGroup(p[0])
-	if g == nil {
-		errNotFound(w)
-		return
-	}
-	devs, ok := s.resolveDevices(w, keys)
-	if !ok {
-		return
-	}
+	writing(s, w, func() *group { return s.lookupGroup(p[0]) }, func(g *group) {
+		if devs, ok := s.resolveDevices(w, keys); ok {
+			edit(g, devs)
+		}
+	})
+}
+
+func (s *Sim) assignDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
+	s.editMembers(w, r, p, func(g *group, devs []*device) { s.assign(w, r, g, devs) })
+}
+
+// assign makes devs members of g (its only members with ?clear=true).
+func (s *Sim) assign(w http.ResponseWriter, r *http.Request, g *group, devs []*device) {
 	var members []*device
 	if !queryBool(r.URL.Query().Get("clear")) {
 		members = append(members, g.members...)
@@ -272,23 +246,10 @@ func (s *Sim) assignDevices(w http.ResponseWriter, r *http.Request, p []string, 
 }
 
 func (s *Sim) removeDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	keys, ok := s.memberBody(w, r)
-	if !ok {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.lookupGroup(p[0])
-	if g == nil {
-		errNotFound(w)
-		return
-	}
-	devs, ok := s.resolveDevices(w, keys)
-	if !ok {
-		return
-	}
-	for _, d := range devs {
-		g.members = removeDevice(g.members, d)
-	}
-	writeJSON(w, http.StatusOK, listBody{Results: []any{}})
+	s.editMembers(w, r, p, func(g *group, devs []*device) {
+		for _, d := range devs {
+			g.members = removeDevice(g.members, d)
+		}
+		writeJSON(w, http.StatusOK, listBody{Results: []any{}})
+	})
 }

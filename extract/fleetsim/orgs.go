@@ -40,15 +40,10 @@ func (s *Sim) getOrg(w http.ResponseWriter, r *http.Request, p []string, tk Toke
 }
 
 func (s *Sim) listOrgDevices(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	o := s.lookupOrg(p[0])
-	if o == nil {
-		errNotFound(w)
-		return
-	}
-	base := s.baseURL(r)
-	writeList(w, r, base, filterBy(o.devices, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
+	reading(s, w, func() *org { return s.lookupOrg(p[0]) }, func(o *org) {
+		base := s.baseURL(r)
+		writeList(w, r, base, filterBy(o.devices, r.URL.Query(), deviceFilters), defaultPageSize, func(d *device) any { return s.renderDevice(base, d) })
+	})
 }
 
 type dashboardJSON struct {
@@ -61,15 +56,10 @@ type dashboardJSON struct {
 }
 
 func (s *Sim) listOrgDashboards(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	o := s.lookupOrg(p[0])
-	if o == nil {
-		errNotFound(w)
-		return
-	}
-	base := s.baseURL(r)
-	writeList(w, r, base, o.dashboards, defaultPageSize, func(d *dashboard) any {
-		return dashboardJSON{URL: base + "/api/v2.0/dashboards/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, Organization: o.id, CreatedAt: isoTime(d.createdAt)}
+	reading(s, w, func() *org { return s.lookupOrg(p[0]) }, func(o *org) {
+		base := s.baseURL(r)
+		writeList(w, r, base, o.dashboards, defaultPageSize, func(d *dashboard) any {
+			return dashboardJSON{URL: base + "/api/v2.0/dashboards/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, Organization: o.id, CreatedAt: isoTime(d.createdAt)}
+		})
 	})
 }

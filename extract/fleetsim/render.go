@@ -16,33 +16,15 @@ func (s *Sim) lookupDevice(key string) *device {
 }
 
 func (s *Sim) lookupOrg(key string) *org {
-	l, byLabel := strings.CutPrefix(key, "~")
-	for _, o := range s.orgs {
-		if (byLabel && o.label == l) || (!byLabel && o.id == key) {
-			return o
-		}
-	}
-	return nil
+	return findByKey(s.orgs, key, func(o *org) string { return o.id }, func(o *org) string { return o.label })
 }
 
 func (s *Sim) lookupGroup(key string) *group {
-	l, byLabel := strings.CutPrefix(key, "~")
-	for _, g := range s.groups {
-		if (byLabel && g.label == l) || (!byLabel && g.id == key) {
-			return g
-		}
-	}
-	return nil
+	return findByKey(s.groups, key, func(g *group) string { return g.id }, func(g *group) string { return g.label })
 }
 
 func (s *Sim) lookupEvent(key string) *event {
-	l, byLabel := strings.CutPrefix(key, "~")
-	for _, e := range s.events {
-		if (byLabel && e.label == l) || (!byLabel && e.id == key) {
-			return e
-		}
-	}
-	return nil
+	return findByKey(s.events, key, func(e *event) string { return e.id }, func(e *event) string { return e.label })
 }
 
 // Representations.

@@ -8,35 +8,23 @@ import (
 // Variables.
 
 func (s *Sim) listDeviceVariables(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.lookupDevice(p[0])
-	if d == nil {
-		errNotFound(w)
-		return
-	}
-	base, floor := s.baseURL(r), s.floorMs()
-	writeList(w, r, base, filterBy(d.vars, r.URL.Query(), variableFilters), defaultVarPageSize, func(v *variable) any { return s.renderVariable(base, v, floor) })
+	reading(s, w, func() *device { return s.lookupDevice(p[0]) }, func(d *device) {
+		base, floor := s.baseURL(r), s.floorMs()
+		writeList(w, r, base, filterBy(d.vars, r.URL.Query(), variableFilters), defaultVarPageSize, func(v *variable) any { return s.renderVariable(base, v, floor) })
+	})
 }
 
 // getDeviceVariable addresses a variable under its device by ~label (the
 // spec's form) or by id.
 func (s *Sim) getDeviceVariable(w http.ResponseWriter, r *http.Request, p []string, _ TokenKind) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	d := s.lookupDevice(p[0])
-	if d == nil {
-		errNotFound(w)
-		return
-	}
-	l, byLabel := strings.CutPrefix(p[1], "~")
-	for _, v := range d.vars {
-		if (byLabel && v.label == l) || (!byLabel && v.id == p[1]) {
-			writeJSON(w, http.StatusOK, s.renderVariable(s.baseURL(r), v, s.floorMs()))
-			return
+	reading(s, w, func() *variable {
+		if d := s.lookupDevice(p[0]); d != nil {
+			return findByKey(d.vars, p[1], func(v *variable) string { return v.id }, func(v *variable) string { return v.label })
 		}
-	}
-	errNotFound(w)
+		return nil
+	}, func(v *variable) {
+		writeJSON(w, http.StatusOK, s.renderVariable(s.baseURL(r), v, s.floorMs()))
+	})
 }
 
 func (s *Sim) allVariables() []*variable {
@@ -59,12 +47,7 @@ func (s *Sim) getVariable(w http.ResponseWriter, r *http.Request, p []string, _ 
 		errValidation(w, []string{"The label key (~label) is not allowed here: a variable label is unique only within its device; use /devices/{device_key}/variables/~{label}/ or the variable id."})
 		return
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	v := s.vars[p[0]]
-	if v == nil {
-		errNotFound(w)
-		return
-	}
-	writeJSON(w, http.StatusOK, s.renderVariable(s.baseURL(r), v, s.floorMs()))
+	reading(s, w, func() *variable { return s.vars[p[0]] }, func(v *variable) {
+		writeJSON(w, http.StatusOK, s.renderVariable(s.baseURL(r), v, s.floorMs()))
+	})
 }
