@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/robfig/cron/v3"
@@ -172,6 +173,7 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			Timeout:           time.Duration(cfg.Source.Timeout),
 			RequestsPerSecond: cfg.Source.RequestsPerSecond,
 			MaxElapsed:        time.Duration(cfg.Source.RetryMaxElapsed),
+			Backoff:           apiRetry(time.Duration(cfg.Source.RetryMaxElapsed)),
 			UserAgent:         "fleetsync/" + version,
 			PageSize:          cfg.Source.PageSize,
 		}, log.Named("api"), a.reg)
@@ -272,4 +274,14 @@ func hostname() string {
 		return "unknown"
 	}
 	return h
+}
+
+// apiRetry is the wait between attempts of one API call, in the program's
+// one retry policy: from 250ms, growing by half up to 30s, jittered by half,
+// within the source's retry budget (the client's own defaults, so that
+// handing the policy in changes nothing).
+func apiRetry(maxElapsed time.Duration) func() backoff.BackOff {
+	p := pipeline.RetryPolicy{Initial: fleetapi.DefaultBackoffInitial, Multiplier: backoff.DefaultMultiplier,
+		Max: fleetapi.DefaultBackoffMax, MaxElapsed: maxElapsed, Jitter: backoff.DefaultRandomizationFactor}
+	return func() backoff.BackOff { return p.NewBackOff() }
 }

@@ -62,6 +62,12 @@ type Config struct {
 	// retries. Defaults 250ms and 30s.
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
+	// Backoff, when set, starts the wait sequence of one call instead of
+	// the exponential backoff BackoffInitial and BackoffMax describe: a
+	// program with one retry policy for all its loops hands it in here, as
+	// fleetsync does with pipeline.RetryPolicy. MaxElapsed, Retry-After and
+	// the context still bound the waits it gives.
+	Backoff func() backoff.BackOff
 	// UserAgent is sent on every request; default "fleetsync/<module
 	// version>".
 	UserAgent string
@@ -332,11 +338,7 @@ var errRequestTimeout = errors.New("request timeout")
 // ctx, Retry-After honoured, one immediate retry with a re-read token after a
 // 401.
 func (c *Client) do(ctx context.Context, cl *call) error {
-	bo := backoff.NewExponentialBackOff()
-	bo.InitialInterval = c.cfg.BackoffInitial
-	bo.MaxInterval = c.cfg.BackoffMax
-	bo.MaxElapsedTime = c.cfg.MaxElapsed
-	bo.Reset()
+	bo := c.newBackOff()
 	start := c.now()
 	unauthorized := false
 	for attempt := 1; ; attempt++ {
@@ -400,6 +402,19 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			return fmt.Errorf("%s %s: waiting to retry: %w (last failure: %v)", cl.method, cl.u.EscapedPath(), serr, err)
 		}
 	}
+}
+
+// newBackOff starts the waits of one call.
+func (c *Client) newBackOff() backoff.BackOff {
+	if c.cfg.Backoff != nil {
+		return c.cfg.Backoff()
+	}
+	bo := backoff.NewExponentialBackOff()
+	bo.InitialInterval = c.cfg.BackoffInitial
+	bo.MaxInterval = c.cfg.BackoffMax
+	bo.MaxElapsedTime = c.cfg.MaxElapsed
+	bo.Reset()
+	return bo
 }
 
 // attempt sends cl once.

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/zap"
@@ -171,6 +172,48 @@ func TestClientRetriesServerErrorsThenSucceeds(t *testing.T) {
 		t.Errorf("request_duration_seconds count = %v, want 3", got)
 	}
 	assertNoSecret(t, nil, logs)
+}
+
+// countingBackOff waits wait between attempts and stops after stopAfter
+// waits; it counts how many sequences were started and how many waits given.
+type countingBackOff struct {
+	wait      time.Duration
+	stopAfter int
+	given     int
+}
+
+func (b *countingBackOff) NextBackOff() time.Duration {
+	if b.given == b.stopAfter {
+		return backoff.Stop
+	}
+	b.given++
+	return b.wait
+}
+
+func (b *countingBackOff) Reset() { b.given = 0 }
+
+func TestClientWaitsAsTheHandedInBackoffSays(t *testing.T) {
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.WriteHeader(http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	var started []*countingBackOff
+	c, _, _ := newTestClient(t, srv.URL, func(cfg *Config) {
+		cfg.Backoff = func() backoff.BackOff {
+			b := &countingBackOff{wait: time.Millisecond, stopAfter: 2}
+			started = append(started, b)
+			return b
+		}
+	})
+	_, err := collectDevices(c)
+	if err == nil || !strings.Contains(err.Error(), "giving up after 3 attempts") {
+		t.Fatalf("got %v, want the call to give up after the backoff's 2 waits (3 attempts)", err)
+	}
+	if n.Load() != 3 || len(started) != 1 || started[0].given != 2 {
+		t.Errorf("%d requests, %d backoff sequences started; want 3 requests from one sequence of 2 waits", n.Load(), len(started))
+	}
 }
 
 func TestClientDoesNotRetryOtherClientErrors(t *testing.T) {
