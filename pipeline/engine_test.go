@@ -321,29 +321,6 @@ func TestShardsPartitionVariables(t *testing.T) {
 	}
 }
 
-func TestLatLng(t *testing.T) {
-	cases := []struct {
-		in             string
-		lat, lng       float64
-		hasLat, hasLng bool
-	}{
-		{`{}`, 0, 0, false, false},
-		{`{"lat":1.5,"lng":-2}`, 1.5, -2, true, true},
-		{`{"lng":3e2,"x":{"lat":9},"lat":-0.25}`, -0.25, 300, true, true},
-		{`{"lat":"1.5","lng":null}`, 0, 0, false, false},
-		{`{"a":[1,{"b":"}"}],"lat":4}`, 4, 0, true, false},
-		{`{"lat":1`, 0, 0, false, false},
-		{`[1,2]`, 0, 0, false, false},
-		{`{ "lat" : 7 , "lng" : 8 }`, 7, 8, true, true},
-	}
-	for _, c := range cases {
-		lat, lng, hl, hg := LatLng([]byte(c.in))
-		if lat != c.lat || lng != c.lng || hl != c.hasLat || hg != c.hasLng {
-			t.Errorf("LatLng(%s) = %v %v %v %v, want %v %v %v %v", c.in, lat, lng, hl, hg, c.lat, c.lng, c.hasLat, c.hasLng)
-		}
-	}
-}
-
 func TestLag(t *testing.T) {
 	const floor, now = 1000, 20_000
 	vars := []Variable{

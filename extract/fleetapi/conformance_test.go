@@ -552,9 +552,10 @@ func TestSpec_PositionContextHoldsLatAndLngNumbersAndValueIsAccuracy(t *testing.
 	lo, hi := e.window()
 	rec := seriesOf(t, e.ordinary(), false, SeriesRequest{VariableIDs: []string{v.ID}, Start: lo, End: hi})
 	for _, p := range rec.frames[0] {
-		lat, lng, hasLat, hasLng := LatLng([]byte(p.ctx))
-		if !hasLat || !hasLng || math.Abs(lat) > 90 || math.Abs(lng) > 180 {
-			t.Fatalf("position context %s: lat %v lng %v", p.ctx, lat, lng)
+		var pos struct{ Lat, Lng *float64 }
+		if err := json.Unmarshal([]byte(p.ctx), &pos); err != nil || pos.Lat == nil || pos.Lng == nil ||
+			math.Abs(*pos.Lat) > 90 || math.Abs(*pos.Lng) > 180 {
+			t.Fatalf("position context %s: want lat and lng numbers in range (%v)", p.ctx, err)
 		}
 		if p.v < 0 {
 			t.Fatalf("accuracy %v is negative", p.v)

@@ -10,43 +10,6 @@ import (
 	"time"
 )
 
-func TestLatLngReadsTopLevelNumbersOnly(t *testing.T) {
-	cases := []struct {
-		ctx            string
-		lat, lng       float64
-		hasLat, hasLng bool
-	}{
-		{`{"lat":48.137154,"lng":11.576124}`, 48.137154, 11.576124, true, true},
-		{`{"lng":-0.5,"lat":-33.5e0}`, -33.5, -0.5, true, true},
-		{`{ "lat" : 1 , "lng" : 2 }`, 1, 2, true, true},
-		{`{"lat":"48.1","lng":11}`, 0, 11, false, true},
-		{`{"lat":null,"lng":true}`, 0, 0, false, false},
-		{`{"pos":{"lat":1,"lng":2}}`, 0, 0, false, false},
-		{`{"x":[{"lat":1}],"lat":3}`, 3, 0, true, false},
-		{`{"lat":1,"lat":"no"}`, 0, 0, false, false},
-		{`{"lat":1,"lat":2}`, 2, 0, true, false},
-		{`{}`, 0, 0, false, false},
-		{``, 0, 0, false, false},
-		{`[1,2]`, 0, 0, false, false},
-		{`{"lat":1,`, 1, 0, true, false},
-		{`{"lat":1e400}`, 0, 0, false, false},
-		{`{"la\u0074":1}`, 0, 0, false, false},
-	}
-	for _, tc := range cases {
-		lat, lng, hasLat, hasLng := LatLng([]byte(tc.ctx))
-		if lat != tc.lat || lng != tc.lng || hasLat != tc.hasLat || hasLng != tc.hasLng {
-			t.Errorf("LatLng(%s) = %v %v %v %v, want %v %v %v %v", tc.ctx, lat, lng, hasLat, hasLng, tc.lat, tc.lng, tc.hasLat, tc.hasLng)
-		}
-	}
-}
-
-func TestLatLngDoesNotAllocate(t *testing.T) {
-	ctx := []byte(`{"lat":48.137154,"lng":11.576124,"speed":3}`)
-	if n := testing.AllocsPerRun(100, func() { LatLng(ctx) }); n != 0 {
-		t.Errorf("LatLng allocates %v times per call", n)
-	}
-}
-
 func TestParseFloatMatchesStrconv(t *testing.T) {
 	for _, s := range []string{"0", "-0", "1", "0.1", "0.3", "123.456", "999999999999999", "9999999999999999",
 		"0.000001", "1.7976931348623157e308", "5e-324", "-12.5E+3", "3.141592653589793", "100000000000000000000000"} {

@@ -129,17 +129,6 @@ func FuzzParseError(f *testing.F) {
 	})
 }
 
-func FuzzLatLng(f *testing.F) {
-	f.Add([]byte(`{"lat":48.1,"lng":11.5}`))
-	f.Add([]byte(`{"lat":"x","lng":{"a":[1]}}`))
-	f.Fuzz(func(t *testing.T, ctx []byte) {
-		lat, lng, hasLat, hasLng := LatLng(ctx)
-		if !hasLat && lat != 0 || !hasLng && lng != 0 {
-			t.Fatalf("a value without its flag: %v %v %v %v", lat, lng, hasLat, hasLng)
-		}
-	})
-}
-
 func FuzzDecodeValuesPage(f *testing.F) {
 	f.Add([]byte(`{"count":2,"next":"?page=2","previous":null,"results":[{"timestamp":1700000000000,"value":NaN,"context":{"a":-Infinity}},{"timestamp":"1700000001000","value":"2.5","context":null}]}`))
 	f.Add([]byte(`[{"timestamp":1700000000000,"value":Infinity,"context":{ "s" : "NaN" }}]`))

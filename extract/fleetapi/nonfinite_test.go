@@ -205,17 +205,6 @@ func TestDecodeValuesPageRefusesWhatEncodingJSONRefused(t *testing.T) {
 	}
 }
 
-func TestLatLngTakesNoNonFiniteToken(t *testing.T) {
-	lat, lng, hasLat, hasLng := LatLng([]byte(`{"lat":-Infinity,"lng":NaN,"x":Infinity}`))
-	if hasLat || hasLng || lat != 0 || lng != 0 {
-		t.Errorf("LatLng = %v %v %v %v, want nothing from the non-finite tokens", lat, lng, hasLat, hasLng)
-	}
-	lat, lng, hasLat, hasLng = LatLng([]byte(`{"a":NaN,"lat":-1.5,"lng":2}`))
-	if !hasLat || !hasLng || lat != -1.5 || lng != 2 {
-		t.Errorf("LatLng = %v %v %v %v after a NaN member, want -1.5 2", lat, lng, hasLat, hasLng)
-	}
-}
-
 func TestDecodeValuesCSVKeepsNonFiniteTokensInContexts(t *testing.T) {
 	body := "Timestamp,Human readable date (UTC),temperature,Context\r\n" +
 		`1700000000000,x,inf,"b'{""a"": NaN, ""b"": -Infinity}'"` + "\r\n"
