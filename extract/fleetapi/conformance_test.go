@@ -33,6 +33,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
+
+	"github.com/fleetsync/fleetsync/extract/fleetsim/simtest"
 )
 
 const (
@@ -40,23 +42,6 @@ const (
 	tokOrg      = "tok-org"
 	tokAccount  = "tok-account"
 )
-
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // seenRequest is one request as the simulator received it.
 type seenRequest struct {
@@ -70,7 +55,7 @@ type confEnv struct {
 	t     testing.TB
 	sim   *fleetsim.Sim
 	srv   *httptest.Server
-	clock *fakeClock
+	clock *simtest.Clock
 
 	mu   sync.Mutex
 	seen []seenRequest
@@ -100,7 +85,7 @@ func (w *statusRecorder) Flush() {
 // day) unless opts sizes it; the clock is fake.
 func newConf(t testing.TB, opts fleetsim.Options) *confEnv {
 	t.Helper()
-	e := &confEnv{t: t, clock: &fakeClock{t: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)}}
+	e := &confEnv{t: t, clock: simtest.NewClock(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))}
 	if opts.Devices == 0 {
 		opts.Devices, opts.Variables, opts.Points = 4, 4, 300
 	}
@@ -1118,8 +1103,6 @@ func oracleStat(pts []fleetsim.SimPoint, fn string) (float64, bool) {
 	return 0, false
 }
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
-
 func TestSpec_StatisticsImplementsMeanMinMaxSumCountFirstLastStd(t *testing.T) {
 	e := newConf(t, fleetsim.Options{})
 	c := e.ordinary()
@@ -1129,7 +1112,7 @@ func TestSpec_StatisticsImplementsMeanMinMaxSumCountFirstLastStd(t *testing.T) {
 	for _, fn := range []string{"mean", "min", "max", "sum", "count", "first", "last", "std"} {
 		got, ok, err := c.Statistic(bg, v.ID, fn, lo, hi)
 		want, wantOK := oracleStat(slices.Clone(pts), fn)
-		if err != nil || ok != wantOK || !near(got, want) {
+		if err != nil || ok != wantOK || !simtest.Near(got, want) {
 			t.Errorf("%s = %v %v %v, want %v %v", fn, got, ok, err, want, wantOK)
 		}
 	}
@@ -1170,7 +1153,7 @@ func TestSpec_AggregationAcceptsItsListOfNamesAverageIsMeanAndRawIsTheNewestPoin
 				continue
 			}
 			want, _ := oracleStat(e.pointsIn(vs[i], lo, hi), fn)
-			if !a.HasValue || !near(a.Value, want) {
+			if !a.HasValue || !simtest.Near(a.Value, want) {
 				t.Errorf("%s of %s = %+v, want %v", fn, vs[i], a, want)
 			}
 		}
@@ -1250,7 +1233,7 @@ func TestSpec_AggregationPrecisionSetsDecimalPlaces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := math.Round(full[0].Value*10) / 10; !near(got[0].Value, want) || full[0].Value == want {
+	if want := math.Round(full[0].Value*10) / 10; !simtest.Near(got[0].Value, want) || full[0].Value == want {
 		t.Errorf("precision 1: %v from %v, want %v", got[0].Value, full[0].Value, want)
 	}
 }
@@ -1860,7 +1843,7 @@ func TestSpec_EventLogsUseACursorEnvelopeWithoutCount(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, has := page["count"]; has || page["next"] == nil || page["results"] == nil || string(page["previous"]) != "null" {
-		t.Errorf("first page envelope %v: want next, previous null, results and no count", keys(page))
+		t.Errorf("first page envelope %v: want next, previous null, results and no count", sortedKeys(page))
 	}
 	var next string
 	_ = json.Unmarshal(page["next"], &next)
@@ -1877,7 +1860,8 @@ func TestSpec_EventLogsUseACursorEnvelopeWithoutCount(t *testing.T) {
 	}
 }
 
-func keys(m map[string]json.RawMessage) []string {
+// sortedKeys returns the members of an object in sorted order.
+func sortedKeys(m map[string]json.RawMessage) []string {
 	var k []string
 	for x := range m {
 		k = append(k, x)
@@ -2304,7 +2288,7 @@ func TestSpec_RawSeriesPrecisionSetsDecimalPlacesAndTzIsAnIANAName(t *testing.T)
 		if full[p.TimestampMs] != p.Value {
 			t.Errorf("without precision, point %d is %v, want the full %v", p.TimestampMs, full[p.TimestampMs], p.Value)
 		}
-		if want := math.Round(p.Value*10) / 10; !near(rounded[p.TimestampMs], want) {
+		if want := math.Round(p.Value*10) / 10; !simtest.Near(rounded[p.TimestampMs], want) {
 			t.Errorf("precision 1: point %d is %v, want %v", p.TimestampMs, rounded[p.TimestampMs], want)
 		} else if want != p.Value {
 			changed++

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/extract/fleetsim/simtest"
 )
 
 func TestParseLastActivityModeRoundTrips(t *testing.T) {
@@ -197,7 +199,7 @@ func TestWriterAndLivePointsGoThroughTheLastActivityReading(t *testing.T) {
 			e.checkActivity("after late points of a writer", d.ID, v.ID, want)
 
 			// Live mode's late points take the same path.
-			clock := &fakeClock{t: fixedNow()}
+			clock := simtest.NewClock(fixedNow())
 			ls, err := New(Options{Seed: 5, Devices: 1, Variables: 1, Points: 300, Now: clock.Now, LastActivity: c.mode,
 				Live: LiveOptions{LatePointsPerSecond: 20, LateMaxAge: time.Minute}})
 			if err != nil {

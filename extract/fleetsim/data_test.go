@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/extract/fleetsim/simtest"
 )
 
 // oldVar returns a variable that has points older than the retention window.
@@ -203,8 +205,6 @@ func oracleAgg(pts []SimPoint, fn string) (float64, bool) {
 	return 0, false
 }
 
-func near(a, b float64) bool { return math.Abs(a-b) <= 1e-9*math.Max(1, math.Abs(b)) }
-
 func TestStatisticsFunctions(t *testing.T) {
 	e := newEnv(t, Options{})
 	id := e.variableIDs()[0]
@@ -216,7 +216,7 @@ func TestStatisticsFunctions(t *testing.T) {
 		expect(t, fn, r, 200, nil)
 		m := r.json(t)
 		want, _ := oracleAgg(sel, fn)
-		if got, ok := m[fn].(float64); !ok || len(m) != 1 || !near(got, want) {
+		if got, ok := m[fn].(float64); !ok || len(m) != 1 || !simtest.Near(got, want) {
 			t.Errorf("statistics %s = %s, want {%q: %v}", fn, r.body, fn, want)
 		}
 	}
@@ -242,7 +242,7 @@ func TestAggregation(t *testing.T) {
 		expect(t, fn, r, 200, nil)
 		want, _ := oracleAgg(pts[:61], fn)
 		res := r.json(t)["results"].([]any)[0].(map[string]any)
-		if !near(res["value"].(float64), want) {
+		if !simtest.Near(res["value"].(float64), want) {
 			t.Errorf("aggregation %s = %v, want %v", fn, res["value"], want)
 		}
 	}

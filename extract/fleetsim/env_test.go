@@ -7,35 +7,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/extract/fleetsim/simtest"
 )
-
-// fakeClock is a settable clock for retention and token-expiry tests.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // env is a simulator served over loopback.
 type env struct {
 	t     *testing.T
 	sim   *Sim
 	srv   *httptest.Server
-	clock *fakeClock
+	clock *simtest.Clock
 }
 
 const testToken = "test-token"
@@ -44,7 +27,7 @@ const testToken = "test-token"
 // day) unless opts says otherwise; the clock is fake and fixed.
 func newEnv(t *testing.T, opts Options) *env {
 	t.Helper()
-	clock := &fakeClock{t: time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)}
+	clock := simtest.NewClock(time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC))
 	if opts.Devices == 0 && opts.Variables == 0 && opts.Points == 0 {
 		opts.Devices, opts.Variables, opts.Points = 4, 4, 300
 	}
