@@ -128,6 +128,10 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		}
 		password = strings.TrimSpace(string(b))
 	}
+	chTLS, err := clickhouseTLS(cfg.ClickHouse, log)
+	if err != nil {
+		return nil, err
+	}
 	a.ch, err = clickhouse.Open(ctx, clickhouse.Config{
 		Addr:          cfg.ClickHouse.Addr,
 		Database:      cfg.ClickHouse.Database,
@@ -138,6 +142,8 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		InsertTimeout: time.Duration(cfg.ClickHouse.InsertTimeout),
 		MaxElapsed:    time.Duration(cfg.ClickHouse.RetryMaxElapsed),
 		MaxOpenConns:  cfg.Sync.InsertWorkers + 2,
+		Compression:   cfg.ClickHouse.Compression,
+		TLS:           chTLS,
 	}, log.Named("clickhouse"), a.reg)
 	if err != nil {
 		var ce *clickhouse.ConfigError
@@ -149,6 +155,11 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	pingCtx, cancel := context.WithTimeout(ctx, time.Duration(cfg.ClickHouse.DialTimeout)+5*time.Second)
 	err = a.ch.Ping(pingCtx)
 	cancel()
+	var tlsErr *clickhouse.TLSError
+	if errors.As(err, &tlsErr) {
+		a.ch.Close()
+		return nil, &usageError{err}
+	}
 	if err != nil {
 		a.ch.Close()
 		return nil, fmt.Errorf("clickhouse at %s is unreachable: %v; check clickhouse.addr, the credentials and that the server is running", strings.Join(cfg.ClickHouse.Addr, ","), err)
