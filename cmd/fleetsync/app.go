@@ -162,7 +162,7 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	}
 	if err != nil {
 		a.ch.Close()
-		return nil, fmt.Errorf("clickhouse at %s is unreachable: %v; check clickhouse.addr, the credentials and that the server is running", strings.Join(cfg.ClickHouse.Addr, ","), err)
+		return nil, fmt.Errorf("clickhouse at %s is unreachable: %v; check clickhouse.addr, the credentials and that the server is running%s", strings.Join(cfg.ClickHouse.Addr, ","), err, tlsHint(cfg.ClickHouse))
 	}
 	switch cfg.State.Backend {
 	case config.BackendFile:

@@ -73,3 +73,13 @@ func sourceTLS(s config.SourceConfig) (*tls.Config, error) {
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
 }
+
+// tlsHint completes the "unreachable" message when TLS is off: a plain
+// client on a TLS-only port (9440 on ClickHouse Cloud) sees the server
+// close the connection, which no error type tells apart from a crash.
+func tlsHint(c config.ClickHouseConfig) string {
+	if c.TLS.Enabled {
+		return ""
+	}
+	return " (if the port speaks TLS only, e.g. 9440, set clickhouse.tls.enabled: true)"
+}

@@ -59,6 +59,9 @@ type Options struct {
 	// TLS, when set, serves the native protocol over TLS only: TCPPort
 	// becomes tcp_port_secure and no plain native port is opened.
 	TLS *TLSOptions
+	// Users adds users beside the password-less default one, by name with
+	// their password (tests of a password that must never be logged).
+	Users map[string]string
 }
 
 // Server is a running (or killed and resumable) clickhouse-server process.
@@ -76,6 +79,7 @@ type Server struct {
 	// package's own readiness checks dial it.
 	tls   *TLSOptions
 	probe *tls.Config
+	users map[string]string
 
 	mu   sync.Mutex
 	proc *process
@@ -105,6 +109,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		startTimeout: opts.StartTimeout,
 		log:          opts.Logger,
 		tls:          opts.TLS,
+		users:        opts.Users,
 	}
 	if s.tls != nil {
 		probe, err := s.tls.probeConfig()
@@ -444,7 +449,7 @@ func (s *Server) writeConfig() error {
 	if err := os.WriteFile(filepath.Join(s.dir, "config.xml"), buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write clickhouse config: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(s.dir, "users.xml"), []byte(usersXML), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.dir, "users.xml"), []byte(withUsers(usersXML, s.users)), 0o600); err != nil {
 		return fmt.Errorf("write clickhouse users: %w", err)
 	}
 	return nil

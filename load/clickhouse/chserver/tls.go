@@ -43,3 +43,12 @@ func (o *TLSOptions) probeConfig() (*tls.Config, error) {
 	}
 	return tc, nil
 }
+
+// TLSClient is a TLS client configuration that trusts the server's CA and
+// presents the client certificate when it wants one; nil for a plain server.
+func (s *Server) TLSClient() *tls.Config {
+	if s.probe == nil {
+		return nil
+	}
+	return s.probe.Clone()
+}
