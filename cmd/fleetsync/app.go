@@ -178,6 +178,11 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		} else {
 			a.tokens = fleetapi.StaticToken(cfg.Source.Token.Reveal())
 		}
+		srcTLS, err := sourceTLS(cfg.Source)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
 		a.api, err = fleetapi.New(fleetapi.Config{
 			BaseURL:           cfg.Source.BaseURL,
 			Tokens:            a.tokens,
@@ -187,6 +192,8 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			Backoff:           apiRetry(time.Duration(cfg.Source.RetryMaxElapsed)),
 			UserAgent:         "fleetsync/" + version,
 			PageSize:          cfg.Source.PageSize,
+			TLS:               srcTLS,
+			Proxy:             sourceProxy(env.environ),
 		}, log.Named("api"), a.reg)
 		if err != nil {
 			a.Close()

@@ -3,6 +3,7 @@ package fleetapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,13 @@ type Config struct {
 	// transport). Its redirect policy is replaced so that a redirect to
 	// another host never carries the token.
 	HTTPClient *http.Client
+	// TLS and Proxy shape the Client's own transport (unused with
+	// HTTPClient): TLS sets the trusted CAs for BaseURL (nil: the
+	// system's); Proxy picks a proxy per request, as http.Transport.Proxy
+	// (nil: http.ProxyFromEnvironment, the process's HTTPS_PROXY,
+	// HTTP_PROXY and NO_PROXY).
+	TLS   *tls.Config
+	Proxy func(*http.Request) (*url.URL, error)
 }
 
 // Client reads the Fleet Telemetry Service. It is safe for concurrent use.
@@ -162,6 +170,10 @@ func New(cfg Config, logger *zap.Logger, reg prometheus.Registerer) (*Client, er
 		tr.MaxIdleConnsPerHost = 32
 		tr.IdleConnTimeout = 90 * time.Second
 		tr.ResponseHeaderTimeout = cfg.Timeout
+		tr.TLSClientConfig = cfg.TLS
+		if cfg.Proxy != nil {
+			tr.Proxy = cfg.Proxy
+		}
 		hc.Transport = tr
 	}
 	hc.CheckRedirect = c.checkRedirect
