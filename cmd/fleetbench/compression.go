@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 )
 
 // compressionStage measures what clickhouse.compression costs and saves:
@@ -27,7 +25,7 @@ var compressionModes = []string{"none", "lz4"}
 
 // compressionFigures are one mode's figures.
 type compressionFigures struct {
-	wall, cpu, chCPU, simCPU, chRead *figure
+	wall, cpu, chCPU, simCPU *figure
 }
 
 func (st *compressionStage) prepare(ctx context.Context) error {
@@ -40,7 +38,6 @@ func (st *compressionStage) prepare(ctx context.Context) error {
 	st.want = int64(s.devices*s.vars-1) * int64(s.points)
 	st.sec = b.section(fmt.Sprintf("Compression: the backfill of %d variables × %d points with clickhouse.compression none and lz4", s.devices*s.vars, s.points))
 	st.sec.note("`%s sync` with only `source.base_url`, `source.token`, `clickhouse.addr`, `clickhouse.database` and `clickhouse.compression` set: every other key at its default (so `rows_per_request: 10000` cuts frames here, alike in both modes). ClickHouse is on loopback, where `auto` means none; a remote server gets lz4. The modes alternate within each round, a fresh database per run.", filepath.Join(b.o.bin, "fleetsync"))
-	st.sec.note("Bytes read by clickhouse-server is the growth of `rchar` in /proc/PID/io over the run: the insert stream from fleetsync plus any file reads, so it shows the wire volume only roughly.")
 	st.figs = map[string]*compressionFigures{}
 	for _, m := range compressionModes {
 		st.figs[m] = &compressionFigures{
@@ -48,7 +45,6 @@ func (st *compressionStage) prepare(ctx context.Context) error {
 			cpu:    st.sec.fig("", "fleetsync CPU per million points, compression "+m, "CPU-s", 2),
 			chCPU:  st.sec.fig("", "clickhouse-server CPU per million points, compression "+m, "CPU-s", 2),
 			simCPU: st.sec.fig("", "fleetsim CPU per million points, compression "+m, "CPU-s", 2),
-			chRead: st.sec.fig("", "bytes read by clickhouse-server per point, compression "+m, "B", 1),
 		}
 	}
 	return nil
@@ -79,9 +75,7 @@ func (st *compressionStage) runMode(ctx context.Context, r int, mode string) err
 		return fmt.Errorf("write fleetsync config: %w", err)
 	}
 	b.quiesce(ctx)
-	read0 := procReadBytes(b.chPID)
 	res, err := b.runSync(ctx, db, cfg, st.sim, db)
-	read := procReadBytes(b.chPID) - read0
 	_, _ = b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
 	if err != nil {
 		return err
@@ -95,28 +89,9 @@ func (st *compressionStage) runMode(ctx context.Context, r int, mode string) err
 	f.cpu.add((res.user + res.sys) / mp)
 	f.chCPU.add(res.chCPU / mp)
 	f.simCPU.add(res.simCPU / mp)
-	f.chRead.add(read / float64(res.rows))
-	b.logf("compression %s run %d: %d points in %.2fs, fleetsync CPU %.1fs, clickhouse %.1fs, fleetsim %.1fs, clickhouse read %.0f MB",
-		mode, r+1, res.rows, res.wall.Seconds(), res.user+res.sys, res.chCPU, res.simCPU, read/1e6)
+	b.logf("compression %s run %d: %d points in %.2fs (%d requests, %d splits), fleetsync CPU %.1fs, clickhouse %.1fs, fleetsim %.1fs",
+		mode, r+1, res.rows, res.wall.Seconds(), res.log.Requests, res.log.Splits, res.user+res.sys, res.chCPU, res.simCPU)
 	return nil
 }
 
 func (st *compressionStage) finish(context.Context) {}
-
-// procReadBytes is the rchar line of /proc/PID/io (bytes the process read
-// through read-like calls, sockets included), NaN when unreadable.
-func procReadBytes(pid int) float64 {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
-	if err != nil {
-		return nan
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "rchar: "); ok {
-			n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err == nil {
-				return n
-			}
-		}
-	}
-	return nan
-}
