@@ -27,10 +27,25 @@ import (
 // test cannot use 127.0.0.1.)
 const simHost = "fleetsim.test"
 
-// serveHTTPS serves w's fleetsim over HTTPS with a certificate for
-// 127.0.0.1 and simHost, and points the configuration at it, trusting the
-// test CA through source.ca_file when withCA. It returns the port.
-func (w *world) serveHTTPS(certs *chserver.Certs, host string, withCA bool) string {
+// newHTTPSWorld is a world whose fleetsim is served over HTTPS with a
+// certificate for 127.0.0.1 and simHost, made by openssl for the test; the
+// configuration reaches it as host and trusts the test CA through
+// source.ca_file when withCA.
+func newHTTPSWorld(t *testing.T, host string, withCA bool) *world {
+	t.Helper()
+	w := newWorld(t, worldOpts{})
+	certs, err := chserver.MakeCerts(context.Background(), filepath.Join(w.dir, "certs"), simHost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.serveHTTPS(certs, host, withCA)
+	return w
+}
+
+// serveHTTPS serves w's fleetsim over HTTPS with the test certificate and
+// points the configuration at it as host, trusting the test CA through
+// source.ca_file when withCA.
+func (w *world) serveHTTPS(certs *chserver.Certs, host string, withCA bool) {
 	w.t.Helper()
 	cert, err := tls.LoadX509KeyPair(certs.ServerCertFile, certs.ServerKey)
 	if err != nil {
@@ -52,7 +67,6 @@ func (w *world) serveHTTPS(certs *chserver.Certs, host string, withCA bool) stri
 	if err := os.WriteFile(w.cfgPath, []byte(text), 0o600); err != nil {
 		w.t.Fatal(err)
 	}
-	return port
 }
 
 // syncWithEnv runs one sync with environ as its environment and returns
@@ -70,12 +84,7 @@ func (w *world) syncWithEnv(environ []string) (int, string) {
 }
 
 func TestSyncFromFleetsimOverHTTPSWithSourceCAFileIsExact(t *testing.T) {
-	w := newWorld(t, worldOpts{})
-	certs, err := chserver.MakeCerts(context.Background(), filepath.Join(w.dir, "certs"), simHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.serveHTTPS(certs, "127.0.0.1", true)
+	w := newHTTPSWorld(t, "127.0.0.1", true)
 	if code, errs := w.syncWithEnv(nil); code != 0 {
 		t.Fatalf("sync over HTTPS with source.ca_file exited %d: %s", code, lastLines(errs, 5))
 	}
@@ -84,12 +93,7 @@ func TestSyncFromFleetsimOverHTTPSWithSourceCAFileIsExact(t *testing.T) {
 }
 
 func TestSyncFromFleetsimOverHTTPSWithoutItsCAFailsAtOnceNamingTheCertificate(t *testing.T) {
-	w := newWorld(t, worldOpts{})
-	certs, err := chserver.MakeCerts(context.Background(), filepath.Join(w.dir, "certs"), simHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.serveHTTPS(certs, "127.0.0.1", false)
+	w := newHTTPSWorld(t, "127.0.0.1", false)
 	began := time.Now()
 	code, errs := w.syncWithEnv(nil)
 	last := lastLines(errs, 1)
@@ -192,12 +196,7 @@ func (p *connectProxy) serve(c net.Conn, open *sync.Map) {
 }
 
 func TestSyncThroughAnHTTPSProxyKeepsTheTokenInsideTheTunnel(t *testing.T) {
-	w := newWorld(t, worldOpts{})
-	certs, err := chserver.MakeCerts(context.Background(), filepath.Join(w.dir, "certs"), simHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.serveHTTPS(certs, simHost, true)
+	w := newHTTPSWorld(t, simHost, true)
 	proxy := startConnectProxy(t)
 	env := []string{"HTTPS_PROXY=http://" + proxy.ln.Addr().String(), "NO_PROXY=127.0.0.1,localhost"}
 	if code, errs := w.syncWithEnv(env); code != 0 {
@@ -223,12 +222,7 @@ func TestSyncThroughAnHTTPSProxyKeepsTheTokenInsideTheTunnel(t *testing.T) {
 }
 
 func TestSyncWithoutTheProxyVariablesCannotReachAHostOnlyTheProxyKnows(t *testing.T) {
-	w := newWorld(t, worldOpts{})
-	certs, err := chserver.MakeCerts(context.Background(), filepath.Join(w.dir, "certs"), simHost)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.serveHTTPS(certs, simHost, true)
+	w := newHTTPSWorld(t, simHost, true)
 	proxy := startConnectProxy(t)
 	// NO_PROXY covering the host bypasses the proxy: the name does not
 	// resolve, so the sync fails and the proxy saw nothing.
