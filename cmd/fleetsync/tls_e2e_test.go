@@ -145,7 +145,7 @@ func TestSyncIntoClickHouseThatDemandsAClientCertificateIsExact(t *testing.T) {
 	// where the fix is.
 	w.configure(fmt.Sprintf("tls:\n  enabled: true\n  ca_file: %s", w.certs.CAFile))
 	code, errs := w.failingSync()
-	if code == 0 || !strings.Contains(errs, "clickhouse.tls") || !strings.Contains(errs, "cert_file") {
+	if code != 2 || !strings.Contains(errs, "clickhouse.tls") || !strings.Contains(errs, "cert_file") {
 		t.Fatalf("without a client certificate: exit %d, last line %q; want a failure naming clickhouse.tls and cert_file", code, errs)
 	}
 }

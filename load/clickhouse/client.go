@@ -129,6 +129,10 @@ type Client struct {
 	lastVersion atomic.Uint64
 
 	insertPointsSQL string
+
+	// certAsked records that a server asked for a client certificate the
+	// configuration does not have (see noteCertRequests).
+	certAsked atomic.Bool
 }
 
 // Open validates cfg and prepares a connection pool. It does not contact the
@@ -147,11 +151,12 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 	if err != nil {
 		return nil, err
 	}
+	c := &Client{cfg: cfg}
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Addr:         cfg.Addr,
 		Auth:         clickhouse.Auth{Username: cfg.Username, Password: cfg.Password},
 		Compression:  comp,
-		TLS:          cfg.TLS,
+		TLS:          noteCertRequests(cfg.TLS, &c.certAsked),
 		DialTimeout:  cfg.DialTimeout,
 		ReadTimeout:  cfg.InsertTimeout,
 		MaxOpenConns: cfg.MaxOpenConns,
@@ -169,7 +174,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 		conn.Close()
 		return nil, err
 	}
-	c := &Client{cfg: cfg, conn: guardedConn{conn}, log: logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), metrics: m}
+	c.conn, c.log, c.metrics = guardedConn{conn}, logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), m
 	c.insertPointsSQL = "INSERT INTO " + c.Table(TableDatapoints) + " (" + pointColumnList + ")"
 	return c, nil
 }
@@ -193,7 +198,7 @@ func (c *Client) Table(name string) string {
 // Ping checks that the server answers.
 func (c *Client) Ping(ctx context.Context) error {
 	if err := c.conn.Ping(ctx); err != nil {
-		if te := tlsFailure(err, c.cfg.Addr, c.cfg.TLS != nil); te != nil {
+		if te := tlsFailure(err, c.cfg.Addr, c.cfg.TLS != nil, c.certAsked.Load()); te != nil {
 			return te
 		}
 		return fmt.Errorf("ping clickhouse %v: %w", c.cfg.Addr, err)

@@ -50,7 +50,7 @@ func Retryable(err error) bool {
 	if errors.As(err, &exc) {
 		return retryableCodes[exc.Code]
 	}
-	if tlsFailure(err, nil, true) != nil {
+	if tlsFailure(err, nil, true, false) != nil {
 		return false // an untrusted certificate stays untrusted
 	}
 	switch {

@@ -5,8 +5,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
@@ -78,12 +81,19 @@ func (e *TLSError) Unwrap() error { return e.Err }
 // message stays on one line.
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }
 
+// certFix is the fix for a server that wants a client certificate.
+const certFix = "the server asks for a client certificate and refused the connection without one; set clickhouse.tls.cert_file and key_file to a certificate its CA signed"
+
 // tlsFailure returns err as a *TLSError when it is a TLS handshake failure
 // that will not go away by retrying, else nil. tlsOn says whether the
-// client dialled TLS at all. The decision is made on types: x509 and tls
-// error types, and the net.OpError the tls package gives for an alert the
-// server sent.
-func tlsFailure(err error, addrs []string, tlsOn bool) *TLSError {
+// client dialled TLS at all; certAsked that a server asked for a client
+// certificate we did not have. The decision is made on types: x509 and tls
+// error types, the net.OpError the tls package gives for an alert the
+// server sent, and (when certAsked) the connection closing, which is how
+// a TLS 1.3 server's rejection often arrives: its alert comes after our
+// handshake has finished, and our first write can meet the reset before
+// our first read meets the alert.
+func tlsFailure(err error, addrs []string, tlsOn, certAsked bool) *TLSError {
 	if err == nil || !tlsOn {
 		return nil
 	}
@@ -106,8 +116,29 @@ func tlsFailure(err error, addrs []string, tlsOn bool) *TLSError {
 		return &TLSError{Addr: addrs, Err: err, fix: "set clickhouse.tls.ca_file to the CA that signed the server's certificate (or leave it empty for a publicly trusted one)"}
 	case errors.As(err, &rerr):
 		return &TLSError{Addr: addrs, Err: errors.New("the server did not answer in TLS"), fix: "point clickhouse.addr at the server's secure port (tcp_port_secure, 9440 on ClickHouse Cloud), or set clickhouse.tls.enabled: false for a plain port"}
+	case errors.As(err, &oerr) && oerr.Op == "remote error" && certAsked:
+		return &TLSError{Addr: addrs, Err: err, fix: certFix}
 	case errors.As(err, &oerr) && oerr.Op == "remote error":
 		return &TLSError{Addr: addrs, Err: err, fix: "the server refused the handshake; if it verifies clients, set clickhouse.tls.cert_file and key_file to a certificate its CA signed"}
+	case certAsked && (errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)):
+		return &TLSError{Addr: addrs, Err: err, fix: certFix}
 	}
 	return nil
+}
+
+// noteCertRequests returns tc set to record, in asked, that a server asked
+// for a client certificate when tc has none to give. It still answers with
+// no certificate, which a server that only asks (verificationMode relaxed)
+// accepts; one that requires it closes the connection, and asked turns
+// that into a message naming the fix.
+func noteCertRequests(tc *tls.Config, asked *atomic.Bool) *tls.Config {
+	if tc == nil || len(tc.Certificates) > 0 || tc.GetClientCertificate != nil {
+		return tc
+	}
+	tc = tc.Clone()
+	tc.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+		asked.Store(true)
+		return &tls.Certificate{}, nil
+	}
+	return tc
 }
