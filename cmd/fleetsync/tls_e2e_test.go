@@ -211,3 +211,19 @@ func TestSyncOverTLSWithLZ4AndWithoutBothExact(t *testing.T) {
 		})
 	}
 }
+
+func TestInsecureSkipVerifySyncsAndLogsAWarning(t *testing.T) {
+	w := newTLSWorld(t, false)
+	w.configure("tls:\n  enabled: true\n  insecure_skip_verify: true")
+	logs := w.syncClean()
+	w.checkOracle()
+	warned := false
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, `"level":"warn"`) && strings.Contains(l, "clickhouse.tls.insecure_skip_verify is true") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Fatalf("no warning about clickhouse.tls.insecure_skip_verify in the log:\n%s", lastLines(logs, 10))
+	}
+}

@@ -78,11 +78,8 @@ type Config struct {
 	// transport). Its redirect policy is replaced so that a redirect to
 	// another host never carries the token.
 	HTTPClient *http.Client
-	// TLS and Proxy shape the Client's own transport (unused with
-	// HTTPClient): TLS sets the trusted CAs for BaseURL (nil: the
-	// system's); Proxy picks a proxy per request, as http.Transport.Proxy
-	// (nil: http.ProxyFromEnvironment, the process's HTTPS_PROXY,
-	// HTTP_PROXY and NO_PROXY).
+	// TLS (nil: the system's CAs) and Proxy (nil: ProxyFromEnvironment)
+	// configure the Client's own transport; unused with HTTPClient.
 	TLS   *tls.Config
 	Proxy func(*http.Request) (*url.URL, error)
 }
