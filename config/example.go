@@ -43,8 +43,8 @@ source:
   # device and cycle).
   variables_listing: auto
   # A PEM file of extra CAs trusted for base_url, beside the system's (a
-  # private CA, or a proxy that inspects TLS). The proxy environment
-  # variables HTTPS_PROXY, HTTP_PROXY and NO_PROXY are honoured.
+  # private CA, or a proxy that inspects TLS). HTTPS_PROXY and NO_PROXY are
+  # honoured for an https base_url; HTTP_PROXY is not (it would see the token).
   ca_file: ""
 
 sync:

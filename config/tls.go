@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"strings"
 )
 
@@ -79,10 +78,4 @@ func (s *SourceConfig) validateCAFile(p *problems) {
 	if s.CAFile != "" && strings.TrimSpace(s.CAFile) != s.CAFile {
 		p.addf("source.ca_file", "%q has leading or trailing spaces; remove them", s.CAFile)
 	}
-}
-
-// String keeps the TLS settings printable in one line for debug logs; none
-// of them is a secret (the key file's content is never read here).
-func (t TLSConfig) String() string {
-	return fmt.Sprintf("tls enabled=%t ca_file=%q cert_file=%q key_file=%q server_name=%q insecure_skip_verify=%t", t.Enabled, t.CAFile, t.CertFile, t.KeyFile, t.ServerName, t.InsecureSkipVerify)
 }

@@ -183,6 +183,10 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			a.Close()
 			return nil, err
 		}
+		proxy, ignored := sourceProxy(env.environ)
+		if ignored != "" && strings.HasPrefix(cfg.Source.BaseURL, "http://") {
+			log.Warn(ignored + " is ignored: a plain-HTTP proxy would receive the API token in clear; use an https source.base_url, which goes through HTTPS_PROXY in a TLS tunnel")
+		}
 		a.api, err = fleetapi.New(fleetapi.Config{
 			BaseURL:           cfg.Source.BaseURL,
 			Tokens:            a.tokens,
@@ -193,7 +197,7 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			UserAgent:         "fleetsync/" + version,
 			PageSize:          cfg.Source.PageSize,
 			TLS:               srcTLS,
-			Proxy:             sourceProxy(env.environ),
+			Proxy:             proxy,
 		}, log.Named("api"), a.reg)
 		if err != nil {
 			a.Close()
