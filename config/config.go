@@ -66,6 +66,9 @@ type SourceConfig struct {
 	// variable in it names a listed device, else each device's list;
 	// VariablesPerDevice always reads each device's list (one request each).
 	VariablesListing string `yaml:"variables_listing" json:"variables_listing"`
+	// CAFile is a PEM file of extra CAs trusted for base_url, beside the
+	// system's.
+	CAFile string `yaml:"ca_file" json:"ca_file"`
 }
 
 // The values of source.variables_listing.
@@ -132,6 +135,10 @@ type ClickHouseConfig struct {
 	DialTimeout     Duration `yaml:"dial_timeout" json:"dial_timeout"`
 	InsertTimeout   Duration `yaml:"insert_timeout" json:"insert_timeout"`
 	RetryMaxElapsed Duration `yaml:"retry_max_elapsed" json:"retry_max_elapsed"`
+	// Compression is how INSERT data travel: CompressionAuto, or lz4, zstd, none.
+	Compression string `yaml:"compression" json:"compression"`
+	// TLS secures the native protocol (ClickHouse Cloud: port 9440).
+	TLS TLSConfig `yaml:"tls" json:"tls"`
 }
 
 // StateConfig says where high-water marks are kept.
@@ -200,6 +207,7 @@ func Default() *Config {
 			DialTimeout:     Duration(5 * time.Second),
 			InsertTimeout:   Duration(2 * time.Minute),
 			RetryMaxElapsed: Duration(time.Minute),
+			Compression:     CompressionAuto,
 		},
 		State: StateConfig{Backend: BackendClickHouse},
 		Metrics: MetricsConfig{

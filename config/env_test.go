@@ -43,6 +43,10 @@ func TestEnvOverridesFileAndDefaults(t *testing.T) {
 			func(c *Config) (any, any) {
 				return [2]string{c.Source.Token.Reveal(), c.Source.TokenFile}, [2]string{"tok", ""}
 			}},
+		{"nested group key", []string{"FLEETSYNC_CLICKHOUSE_TLS_ENABLED=true", "FLEETSYNC_CLICKHOUSE_TLS_CA_FILE=/etc/ca.pem"},
+			func(c *Config) (any, any) {
+				return [2]any{c.ClickHouse.TLS.Enabled, c.ClickHouse.TLS.CAFile}, [2]any{true, "/etc/ca.pem"}
+			}},
 		{"later duplicate wins", []string{"FLEETSYNC_SYNC_LOOKBACK=3h", "FLEETSYNC_SYNC_LOOKBACK=4h"},
 			func(c *Config) (any, any) { return c.Sync.Lookback, Duration(4 * time.Hour) }},
 		{"lower case and other variables are ignored", []string{"fleetsync_sync_lookback=9h", "PATH=/bin", "FLEETSYNC", "HOME"},

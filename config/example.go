@@ -42,6 +42,10 @@ source:
   # otherwise; per_device always reads each device's list (one request per
   # device and cycle).
   variables_listing: auto
+  # A PEM file of extra CAs trusted for base_url, beside the system's (a
+  # private CA, or a proxy that inspects TLS). HTTPS_PROXY and NO_PROXY are
+  # honoured for an https base_url; HTTP_PROXY is not (it would see the token).
+  ca_file: ""
 
 sync:
   # When "fleetsync run" starts a cycle: a cron expression of five fields, or
@@ -107,6 +111,22 @@ clickhouse:
   insert_timeout: 2m
   # How long a failing insert is retried.
   retry_max_elapsed: 1m
+  # How inserted data travel: auto (lz4 to a remote server, none to one on
+  # loopback, where compressing costs more than it saves), lz4, zstd or none.
+  compression: auto
+  # TLS on the native protocol; ClickHouse Cloud accepts only TLS, on port
+  # 9440 (addr: ["abc123.eu-west-1.aws.clickhouse.cloud:9440"]).
+  tls:
+    enabled: false
+    # A PEM file of CAs trusted beside the system's, for a private CA.
+    ca_file: ""
+    # A client certificate and its key, for a server that verifies clients.
+    cert_file: ""
+    key_file: ""
+    # The name the server's certificate carries; empty: the host of addr.
+    server_name: ""
+    # Accept any server certificate (a warning is logged). Never in production.
+    insecure_skip_verify: false
 
 state:
   # Where the high-water marks live: clickhouse (table sync_state) or file.

@@ -36,14 +36,20 @@ func TestExampleShowsEveryKeyWithAComment(t *testing.T) {
 		t.Fatal(err)
 	}
 	present := map[string]bool{}
-	root := doc.Content[0]
-	for i := 0; i < len(root.Content); i += 2 {
-		sect := root.Content[i].Value
-		m := root.Content[i+1]
-		for j := 0; j < len(m.Content); j += 2 {
-			present[sect+"."+m.Content[j].Value] = true
+	var walk func(prefix string, m *yaml.Node)
+	walk = func(prefix string, m *yaml.Node) {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			path := m.Content[i].Value
+			if prefix != "" {
+				path = prefix + "." + path
+			}
+			present[path] = true
+			if m.Content[i+1].Kind == yaml.MappingNode {
+				walk(path, m.Content[i+1])
+			}
 		}
 	}
+	walk("", doc.Content[0])
 	for _, k := range newSchema().keys {
 		if !present[k.path] {
 			t.Errorf("the example does not show %s", k.path)

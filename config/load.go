@@ -116,30 +116,51 @@ func decodeYAML(cfg *Config, s *schema, data []byte, name string) []error {
 			errs = append(errs, fmt.Errorf("%s line %d: %s: want a mapping of keys, not %s", name, vn.Line, sect, kindName(vn)))
 			return
 		}
-		forEachKey(vn, name, sect, &errs, func(kn, vn *yaml.Node) {
-			path := sect + "." + kn.Value
-			k, ok := s.byPath[path]
-			if !ok {
-				msg := fmt.Sprintf("%s line %d: unknown key %q", name, kn.Line, path)
-				if hint := s.suggestKey(sect, kn.Value); hint != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", hint)
-				} else {
-					msg += fmt.Sprintf("; remove it (the keys of %s are %s)", sect, strings.Join(s.keyNames(sect), ", "))
-				}
-				errs = append(errs, errors.New(msg))
-				return
-			}
-			if first, dup := seenKey[path]; dup {
-				errs = append(errs, fmt.Errorf("%s line %d: duplicate key %q (first at line %d); keep one", name, kn.Line, path, first))
-				return
-			}
-			seenKey[path] = kn.Line
-			if err := setNode(k.field(cfg), vn, k); err != nil {
-				errs = append(errs, fmt.Errorf("%s line %d: %s: %w", name, vn.Line, path, err))
-			}
-		})
+		decodeKeys(cfg, s, vn, name, sect, seenKey, &errs)
 	})
 	return errs
+}
+
+// decodeKeys decodes the keys of mapping m, which is the section or group
+// at path, into cfg; a nested group is walked the same way.
+func decodeKeys(cfg *Config, s *schema, m *yaml.Node, name, path string, seenKey map[string]int, errs *[]error) {
+	forEachKey(m, name, path, errs, func(kn, vn *yaml.Node) {
+		kp := path + "." + kn.Value
+		if s.groups[kp] {
+			if first, dup := seenKey[kp]; dup {
+				*errs = append(*errs, fmt.Errorf("%s line %d: duplicate key %q (first at line %d); merge the two", name, kn.Line, kp, first))
+				return
+			}
+			seenKey[kp] = kn.Line
+			switch {
+			case isNull(vn):
+			case vn.Kind != yaml.MappingNode:
+				*errs = append(*errs, fmt.Errorf("%s line %d: %s: want a mapping of keys (%s), not %s", name, vn.Line, kp, strings.Join(s.keyNames(kp), ", "), kindName(vn)))
+			default:
+				decodeKeys(cfg, s, vn, name, kp, seenKey, errs)
+			}
+			return
+		}
+		k, ok := s.byPath[kp]
+		if !ok {
+			msg := fmt.Sprintf("%s line %d: unknown key %q", name, kn.Line, kp)
+			if hint := s.suggestKey(path, kn.Value); hint != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", hint)
+			} else {
+				msg += fmt.Sprintf("; remove it (the keys of %s are %s)", path, strings.Join(s.keyNames(path), ", "))
+			}
+			*errs = append(*errs, errors.New(msg))
+			return
+		}
+		if first, dup := seenKey[kp]; dup {
+			*errs = append(*errs, fmt.Errorf("%s line %d: duplicate key %q (first at line %d); keep one", name, kn.Line, kp, first))
+			return
+		}
+		seenKey[kp] = kn.Line
+		if err := setNode(k.field(cfg), vn, k); err != nil {
+			*errs = append(*errs, fmt.Errorf("%s line %d: %s: %w", name, vn.Line, kp, err))
+		}
+	})
 }
 
 // forEachKey calls fn for each key and value of mapping m (the top level

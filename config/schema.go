@@ -15,16 +15,16 @@ const envPrefix = "FLEETSYNC_"
 // in the environment and where it lives in Config. The list is derived from
 // the struct tags, so a field added to Config is a key everywhere at once.
 type key struct {
-	section string // YAML section name, e.g. "sync"
+	section string // the mapping holding it, e.g. "sync" or "clickhouse.tls"
 	name    string // YAML key name, e.g. "lookback"
 	path    string // "sync.lookback"
 	env     string // "FLEETSYNC_SYNC_LOOKBACK"
-	index   [2]int // field indexes: section in Config, key in the section
+	index   []int  // field indexes from Config down to the key
 }
 
 // field returns the key's field inside cfg, settable.
 func (k *key) field(cfg *Config) reflect.Value {
-	return reflect.ValueOf(cfg).Elem().Field(k.index[0]).Field(k.index[1])
+	return reflect.ValueOf(cfg).Elem().FieldByIndex(k.index)
 }
 
 // schema indexes every key of Config by section, path and variable name.
@@ -34,34 +34,51 @@ type schema struct {
 	bySect   map[string]bool // known section names
 	byPath   map[string]*key
 	byEnv    map[string]*key
+	// groups are the mappings nested in a section (clickhouse.tls), by
+	// path; their keys are named by the full path in YAML and environment
+	// alike (FLEETSYNC_CLICKHOUSE_TLS_CA_FILE).
+	groups map[string]bool
 }
 
 // newSchema reflects over Config. It is rebuilt per Parse rather than kept in
 // a package variable; the cost is a few microseconds.
 func newSchema() *schema {
-	s := &schema{bySect: map[string]bool{}, byPath: map[string]*key{}, byEnv: map[string]*key{}}
+	s := &schema{bySect: map[string]bool{}, byPath: map[string]*key{}, byEnv: map[string]*key{}, groups: map[string]bool{}}
 	ct := reflect.TypeOf(Config{})
 	for i := 0; i < ct.NumField(); i++ {
 		sf := ct.Field(i)
 		sect := yamlName(sf)
 		s.sections = append(s.sections, sect)
 		s.bySect[sect] = true
-		for j := 0; j < sf.Type.NumField(); j++ {
-			kf := sf.Type.Field(j)
-			name := yamlName(kf)
-			k := &key{
-				section: sect,
-				name:    name,
-				path:    sect + "." + name,
-				env:     envPrefix + strings.ToUpper(sect) + "_" + strings.ToUpper(name),
-				index:   [2]int{i, j},
-			}
-			s.keys = append(s.keys, k)
-			s.byPath[k.path] = k
-			s.byEnv[k.env] = k
-		}
+		s.addKeys(sect, sf.Type, []int{i})
 	}
 	return s
+}
+
+// addKeys indexes the keys of the mapping at path, whose struct type is t
+// and whose field indexes from Config are index; a struct-typed field other
+// than a value type is a nested mapping (a group).
+func (s *schema) addKeys(path string, t reflect.Type, index []int) {
+	for j := 0; j < t.NumField(); j++ {
+		kf := t.Field(j)
+		name := yamlName(kf)
+		idx := append(append([]int(nil), index...), j)
+		if kf.Type.Kind() == reflect.Struct {
+			s.groups[path+"."+name] = true
+			s.addKeys(path+"."+name, kf.Type, idx)
+			continue
+		}
+		k := &key{
+			section: path,
+			name:    name,
+			path:    path + "." + name,
+			env:     envPrefix + strings.ToUpper(strings.ReplaceAll(path, ".", "_")) + "_" + strings.ToUpper(name),
+			index:   idx,
+		}
+		s.keys = append(s.keys, k)
+		s.byPath[k.path] = k
+		s.byEnv[k.env] = k
+	}
 }
 
 // yamlName is a struct field's YAML key: its tag up to any comma.
@@ -209,12 +226,23 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// keyNames lists the key names of one section in declaration order.
+// keyNames lists the key names of one section (or group) in declaration
+// order, a group by its own name once.
 func (s *schema) keyNames(section string) []string {
 	var names []string
+	seen := map[string]bool{}
 	for _, k := range s.keys {
-		if k.section == section {
-			names = append(names, k.name)
+		name := k.name
+		if k.section != section {
+			rest, ok := strings.CutPrefix(k.section, section+".")
+			if !ok {
+				continue
+			}
+			name, _, _ = strings.Cut(rest, ".")
+		}
+		if !seen[name] {
+			seen[name] = true
+			names = append(names, name)
 		}
 	}
 	return names

@@ -81,6 +81,7 @@ func (s *SourceConfig) validate(p *problems) {
 	if s.VariablesListing != VariablesAuto && s.VariablesListing != VariablesPerDevice {
 		p.addf("source.variables_listing", "%q is not a listing mode; set %s or %s", s.VariablesListing, VariablesAuto, VariablesPerDevice)
 	}
+	s.validateCAFile(p)
 }
 
 // validateBaseURL accepts only an absolute http(s) URL that carries no
@@ -206,6 +207,7 @@ func (c *ClickHouseConfig) validate(p *problems) {
 	positive(p, "clickhouse.dial_timeout", c.DialTimeout, "the time a connection may take to open, e.g. 5s")
 	positive(p, "clickhouse.insert_timeout", c.InsertTimeout, "the time one insert may take, e.g. 2m")
 	positive(p, "clickhouse.retry_max_elapsed", c.RetryMaxElapsed, "how long to retry a failing insert, e.g. 1m")
+	c.validateCompressionAndTLS(p)
 }
 
 // validate adds the state section's problems to p.

@@ -172,6 +172,9 @@ func (b *bench) measure(ctx context.Context) error {
 			fail("idle", err)
 		}
 	}
+	if b.o.only["compression"] {
+		b.runStages(ctx, []namedStage{{"compression", &compressionStage{b: b}}}, fail)
+	}
 	if b.o.only["gobench"] && ctx.Err() == nil {
 		b.logf("== gobench")
 		if err := b.goBenchmarks(ctx); err != nil {

@@ -12,6 +12,8 @@
 //  5. the incremental cycle cost on a fleet of 10 k variables, 1 % of them
 //     changed, and a cycle where nothing changed;
 //  6. the Go benchmarks of the decoder and the batch builder on one core;
+//  7. the CPU cost of clickhouse.compression: the 5 M backfill with none
+//     and with lz4, at the defaults otherwise;
 //
 // plus one profiled in-process sync whose top functions are recorded. Every
 // figure is the median of -runs runs with min and max. It prints a table,
@@ -69,7 +71,7 @@ type tuning struct {
 }
 
 // parts lists the measurements -only accepts, in run order.
-var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "gobench"}
+var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "gobench", "compression"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)

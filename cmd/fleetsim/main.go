@@ -96,6 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts := fleetsim.Options{Span: 24 * time.Hour, Retention: 730 * 24 * time.Hour, TokenTTL: 6 * time.Hour}
 	var tokens, orgTokens, accountTokens, undecodable, reject stringList
 	listen := fs.String("listen", "127.0.0.1:8080", "address to serve on; 127.0.0.1:0 picks a free port")
+	tlsCert := fs.String("tls-cert", "", "serve HTTPS with the PEM certificate in `FILE` (with --tls-key)")
+	tlsKey := fs.String("tls-key", "", "the PEM key of --tls-cert, in `FILE`")
 	fs.Int64Var(&opts.Seed, "seed", 1, "seed of the generated fleet (same seed, same fleet)")
 	fs.IntVar(&opts.Devices, "devices", 5, "number of generated devices")
 	fs.IntVar(&opts.Variables, "variables", 4, "variables per device (kinds cycle: temperature, humidity, battery, position)")
@@ -134,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// flag, and a bad flag is reported on one line by main, the full usage
 	// only once, on --help.
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: fleetsim [flags]\n\nServes a simulated Fleet Telemetry Service (/api/v2.0, /api/v1.6) over a generated fleet,\nplus a control interface under /_sim/ (see docs/fleetsim.md). Prints\n\"fleetsim listening on http://HOST:PORT\" when ready; serves until SIGTERM or SIGINT.\n\nFlags:\n")
+		fmt.Fprintf(fs.Output(), "Usage: fleetsim [flags]\n\nServes a simulated Fleet Telemetry Service (/api/v2.0, /api/v1.6) over a generated fleet,\nplus a control interface under /_sim/ (see docs/fleetsim.md). Prints\n\"fleetsim listening on http://HOST:PORT\" (https with --tls-cert) when ready; serves until SIGTERM or SIGINT.\n\nFlags:\n")
 		fs.PrintDefaults()
 	}
 	fs.SetOutput(io.Discard)
@@ -161,14 +163,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer sim.Close()
 
+	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 30 * time.Second}
+	scheme, err := serveTLS(srv, *tlsCert, *tlsKey)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *listen, err)
 	}
-	srv := &http.Server{Handler: sim, ReadHeaderTimeout: 30 * time.Second}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	fmt.Fprintf(stdout, "fleetsim listening on http://%s\n", ln.Addr())
+	go func() {
+		if scheme == "https" {
+			errc <- srv.ServeTLS(ln, "", "") // the pair is in srv.TLSConfig
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
+	fmt.Fprintf(stdout, "fleetsim listening on %s://%s\n", scheme, ln.Addr())
 
 	select {
 	case err := <-errc:

@@ -128,6 +128,10 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		}
 		password = strings.TrimSpace(string(b))
 	}
+	chTLS, err := clickhouseTLS(cfg.ClickHouse, log)
+	if err != nil {
+		return nil, err
+	}
 	a.ch, err = clickhouse.Open(ctx, clickhouse.Config{
 		Addr:          cfg.ClickHouse.Addr,
 		Database:      cfg.ClickHouse.Database,
@@ -138,6 +142,8 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		InsertTimeout: time.Duration(cfg.ClickHouse.InsertTimeout),
 		MaxElapsed:    time.Duration(cfg.ClickHouse.RetryMaxElapsed),
 		MaxOpenConns:  cfg.Sync.InsertWorkers + 2,
+		Compression:   cfg.ClickHouse.Compression,
+		TLS:           chTLS,
 	}, log.Named("clickhouse"), a.reg)
 	if err != nil {
 		var ce *clickhouse.ConfigError
@@ -149,9 +155,14 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	pingCtx, cancel := context.WithTimeout(ctx, time.Duration(cfg.ClickHouse.DialTimeout)+5*time.Second)
 	err = a.ch.Ping(pingCtx)
 	cancel()
+	var tlsErr *clickhouse.TLSError
+	if errors.As(err, &tlsErr) {
+		a.ch.Close()
+		return nil, &usageError{err}
+	}
 	if err != nil {
 		a.ch.Close()
-		return nil, fmt.Errorf("clickhouse at %s is unreachable: %v; check clickhouse.addr, the credentials and that the server is running", strings.Join(cfg.ClickHouse.Addr, ","), err)
+		return nil, fmt.Errorf("clickhouse at %s is unreachable: %v; check clickhouse.addr, the credentials and that the server is running%s", strings.Join(cfg.ClickHouse.Addr, ","), err, tlsHint(cfg.ClickHouse))
 	}
 	switch cfg.State.Backend {
 	case config.BackendFile:
@@ -167,6 +178,15 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		} else {
 			a.tokens = fleetapi.StaticToken(cfg.Source.Token.Reveal())
 		}
+		srcTLS, err := sourceTLS(cfg.Source)
+		if err != nil {
+			a.Close()
+			return nil, err
+		}
+		proxy, ignored := sourceProxy(env.environ)
+		if ignored != "" && strings.HasPrefix(cfg.Source.BaseURL, "http://") {
+			log.Warn(ignored + " is ignored: a plain-HTTP proxy would receive the API token in clear; use an https source.base_url, which goes through HTTPS_PROXY in a TLS tunnel")
+		}
 		a.api, err = fleetapi.New(fleetapi.Config{
 			BaseURL:           cfg.Source.BaseURL,
 			Tokens:            a.tokens,
@@ -176,6 +196,8 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			Backoff:           apiRetry(time.Duration(cfg.Source.RetryMaxElapsed)),
 			UserAgent:         "fleetsync/" + version,
 			PageSize:          cfg.Source.PageSize,
+			TLS:               srcTLS,
+			Proxy:             proxy,
 		}, log.Named("api"), a.reg)
 		if err != nil {
 			a.Close()

@@ -29,6 +29,8 @@ func nextStep(err error) string {
 		return "the cycle was stopped (a signal, or the lease passed to another process); the next cycle resumes where this one stopped"
 	case fleetapi.IsUnauthorized(err):
 		return "the service rejected the API token again after re-reading it: put a valid token in source.token_file (or source.token), then rerun"
+	case trErr != nil && trErr.Untrusted():
+		return "the service's TLS certificate is not trusted: set source.ca_file to the CA that signed it (a private CA, or a proxy that inspects TLS), or fix source.base_url's host name"
 	case fleetapi.IsNotFound(err):
 		return "the service does not know the object (deleted since the walk, or a wrong id or ~label in the sync scope); the next cycle's metadata refresh drops a deleted one"
 	case fromAPI && pipeline.IsRetryable(err):

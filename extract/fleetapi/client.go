@@ -3,6 +3,7 @@ package fleetapi
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -77,6 +78,10 @@ type Config struct {
 	// transport). Its redirect policy is replaced so that a redirect to
 	// another host never carries the token.
 	HTTPClient *http.Client
+	// TLS (nil: the system's CAs) and Proxy (nil: ProxyFromEnvironment)
+	// configure the Client's own transport; unused with HTTPClient.
+	TLS   *tls.Config
+	Proxy func(*http.Request) (*url.URL, error)
 }
 
 // Client reads the Fleet Telemetry Service. It is safe for concurrent use.
@@ -162,6 +167,10 @@ func New(cfg Config, logger *zap.Logger, reg prometheus.Registerer) (*Client, er
 		tr.MaxIdleConnsPerHost = 32
 		tr.IdleConnTimeout = 90 * time.Second
 		tr.ResponseHeaderTimeout = cfg.Timeout
+		tr.TLSClientConfig = cfg.TLS
+		if cfg.Proxy != nil {
+			tr.Proxy = cfg.Proxy
+		}
 		hc.Transport = tr
 	}
 	hc.CheckRedirect = c.checkRedirect

@@ -248,7 +248,7 @@ var ErrStatisticNotImplemented = errors.New("statistic function not implemented 
 func Retryable(err error) bool {
 	var te *TransportError
 	if errors.As(err, &te) {
-		return true
+		return te.Retryable()
 	}
 	var lc *ListChangedError
 	if errors.As(err, &lc) {

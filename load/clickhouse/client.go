@@ -10,6 +10,7 @@ package clickhouse
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"regexp"
 	"sync/atomic"
@@ -42,6 +43,12 @@ type Config struct {
 	MaxElapsed time.Duration
 	// MaxOpenConns caps the connection pool; 0 means 4.
 	MaxOpenConns int
+	// Compression is CompressionAuto (the default when empty), lz4, zstd
+	// or none.
+	Compression string
+	// TLS, when set, dials the native protocol over TLS with it (see
+	// TLSConfig); nil dials plain TCP.
+	TLS *tls.Config
 }
 
 // String describes the configuration without the password, so a Config can
@@ -51,7 +58,7 @@ func (c Config) String() string {
 	if c.Password != "" {
 		pw = " password=<redacted>"
 	}
-	return fmt.Sprintf("clickhouse addr=%v database=%s user=%s%s prefix=%q", c.Addr, c.Database, c.Username, pw, c.TablePrefix)
+	return fmt.Sprintf("clickhouse addr=%v database=%s user=%s%s prefix=%q tls=%t compression=%s", c.Addr, c.Database, c.Username, pw, c.TablePrefix, c.TLS != nil, c.Compression)
 }
 
 // ConfigError is a configuration the client cannot use: the CLI reports it
@@ -122,6 +129,10 @@ type Client struct {
 	lastVersion atomic.Uint64
 
 	insertPointsSQL string
+
+	// certAsked records that a server asked for a client certificate the
+	// configuration does not have (see noteCertRequests).
+	certAsked atomic.Bool
 }
 
 // Open validates cfg and prepares a connection pool. It does not contact the
@@ -136,11 +147,16 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 	if logger == nil {
 		logger = zap.NewNop()
 	}
+	comp, err := compression(cfg.Compression, cfg.Addr)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg}
 	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr: cfg.Addr,
-		Auth: clickhouse.Auth{Username: cfg.Username, Password: cfg.Password},
-		// LZ4 on loopback makes inserts slower (perf-notes); stay plain.
-		Compression:  &clickhouse.Compression{Method: clickhouse.CompressionNone},
+		Addr:         cfg.Addr,
+		Auth:         clickhouse.Auth{Username: cfg.Username, Password: cfg.Password},
+		Compression:  comp,
+		TLS:          noteCertRequests(cfg.TLS, &c.certAsked),
 		DialTimeout:  cfg.DialTimeout,
 		ReadTimeout:  cfg.InsertTimeout,
 		MaxOpenConns: cfg.MaxOpenConns,
@@ -158,7 +174,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 		conn.Close()
 		return nil, err
 	}
-	c := &Client{cfg: cfg, conn: guardedConn{conn}, log: logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), metrics: m}
+	c.conn, c.log, c.metrics = guardedConn{conn}, logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), m
 	c.insertPointsSQL = "INSERT INTO " + c.Table(TableDatapoints) + " (" + pointColumnList + ")"
 	return c, nil
 }
@@ -182,6 +198,9 @@ func (c *Client) Table(name string) string {
 // Ping checks that the server answers.
 func (c *Client) Ping(ctx context.Context) error {
 	if err := c.conn.Ping(ctx); err != nil {
+		if te := tlsFailure(err, c.cfg.Addr, c.cfg.TLS != nil, c.certAsked.Load()); te != nil {
+			return te
+		}
 		return fmt.Errorf("ping clickhouse %v: %w", c.cfg.Addr, err)
 	}
 	return nil

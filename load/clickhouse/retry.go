@@ -50,6 +50,9 @@ func Retryable(err error) bool {
 	if errors.As(err, &exc) {
 		return retryableCodes[exc.Code]
 	}
+	if tlsFailure(err, nil, true, false) != nil {
+		return false // an untrusted certificate stays untrusted
+	}
 	switch {
 	case errors.Is(err, clickhouse.ErrAcquireConnTimeout),
 		errors.Is(err, io.EOF),

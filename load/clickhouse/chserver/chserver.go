@@ -10,6 +10,7 @@ package chserver
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	_ "embed"
 	"errors"
 	"fmt"
@@ -55,6 +56,12 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logger receives start/stop events; nil means zap.NewNop().
 	Logger *zap.Logger
+	// TLS, when set, serves the native protocol over TLS only: TCPPort
+	// becomes tcp_port_secure and no plain native port is opened.
+	TLS *TLSOptions
+	// Users adds users beside the password-less default one, by name with
+	// their password (tests of a password that must never be logged).
+	Users map[string]string
 }
 
 // Server is a running (or killed and resumable) clickhouse-server process.
@@ -68,6 +75,11 @@ type Server struct {
 	log          *zap.Logger
 	// externalAddr is set for a server this package did not start.
 	externalAddr string
+	// tls is the server's TLS setup, nil for plain TCP; probe is how this
+	// package's own readiness checks dial it.
+	tls   *TLSOptions
+	probe *tls.Config
+	users map[string]string
 
 	mu   sync.Mutex
 	proc *process
@@ -96,6 +108,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		tcpPort:      opts.TCPPort,
 		startTimeout: opts.StartTimeout,
 		log:          opts.Logger,
+		tls:          opts.TLS,
+		users:        opts.Users,
+	}
+	if s.tls != nil {
+		probe, err := s.tls.probeConfig()
+		if err != nil {
+			return nil, err
+		}
+		s.probe = probe
 	}
 	if s.binary == "" {
 		s.binary = os.Getenv(EnvBinary)
@@ -330,7 +351,7 @@ func (s *Server) launch(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, s.startTimeout)
 	defer cancel()
 	for {
-		if Reachable(wctx, s.Addr()) {
+		if reachable(wctx, s.Addr(), s.probe) {
 			return nil
 		}
 		select {
@@ -398,7 +419,10 @@ func (s *Server) logTail() string {
 // Reachable reports whether a ClickHouse server answers `SELECT 1` over the
 // native protocol at addr (user default, no password) before ctx ends or 2s
 // pass.
-func Reachable(ctx context.Context, addr string) bool {
+func Reachable(ctx context.Context, addr string) bool { return reachable(ctx, addr, nil) }
+
+// reachable is Reachable over TLS with tc, or plain TCP when tc is nil.
+func reachable(ctx context.Context, addr string, tc *tls.Config) bool {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	conn, err := clickhouse.Open(&clickhouse.Options{
@@ -406,6 +430,7 @@ func Reachable(ctx context.Context, addr string) bool {
 		Auth:         clickhouse.Auth{Username: "default"},
 		DialTimeout:  time.Second,
 		MaxOpenConns: 1,
+		TLS:          tc,
 	})
 	if err != nil {
 		return false
@@ -417,14 +442,14 @@ func Reachable(ctx context.Context, addr string) bool {
 
 func (s *Server) writeConfig() error {
 	var buf bytes.Buffer
-	data := map[string]any{"Dir": s.dir, "TCPPort": s.tcpPort, "HTTPPort": s.httpPort}
+	data := map[string]any{"Dir": s.dir, "TCPPort": s.tcpPort, "HTTPPort": s.httpPort, "TLS": s.tls}
 	if err := configTemplate.Execute(&buf, data); err != nil {
 		return fmt.Errorf("render clickhouse config: %w", err)
 	}
 	if err := os.WriteFile(filepath.Join(s.dir, "config.xml"), buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write clickhouse config: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(s.dir, "users.xml"), []byte(usersXML), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(s.dir, "users.xml"), []byte(withUsers(usersXML, s.users)), 0o600); err != nil {
 		return fmt.Errorf("write clickhouse users: %w", err)
 	}
 	return nil
@@ -444,7 +469,28 @@ var configTemplate = template.Must(template.New("config").Parse(`<?xml version="
     <count>1</count>
   </logger>
   <listen_host>127.0.0.1</listen_host>
+{{- if .TLS}}
+  <tcp_port_secure>{{.TCPPort}}</tcp_port_secure>
+  <openSSL>
+    <server>
+      <certificateFile>{{.TLS.CertFile}}</certificateFile>
+      <privateKeyFile>{{.TLS.KeyFile}}</privateKeyFile>
+{{- if .TLS.ClientCAFile}}
+      <caConfig>{{.TLS.ClientCAFile}}</caConfig>
+      <verificationMode>strict</verificationMode>
+{{- else}}
+      <verificationMode>none</verificationMode>
+{{- end}}
+      <loadDefaultCAFile>false</loadDefaultCAFile>
+      <cacheSessions>true</cacheSessions>
+      <disableProtocols>sslv2,sslv3</disableProtocols>
+      <preferServerCiphers>true</preferServerCiphers>
+      <invalidCertificateHandler><name>RejectCertificateHandler</name></invalidCertificateHandler>
+    </server>
+  </openSSL>
+{{- else}}
   <tcp_port>{{.TCPPort}}</tcp_port>
+{{- end}}
   <http_port>{{.HTTPPort}}</http_port>
   <path>{{.Dir}}/data/</path>
   <tmp_path>{{.Dir}}/tmp/</tmp_path>
