@@ -92,6 +92,7 @@ type pass struct {
 	mu        sync.Mutex
 	commitErr error
 	ready     []Mark
+	touched   []Touched
 	failed    []*TargetError
 	complete  int
 	points    atomic.Int64

@@ -64,6 +64,9 @@ type Stages struct {
 	Metadata MetadataWriter
 	// Events syncs the configured events' logs.
 	Events *EventSync
+	// Rollup keeps the analyst tables exact; the move stage calls it for
+	// what it loaded before it commits marks (see StageRollup).
+	Rollup Rollup
 }
 
 // Syncer runs sync cycles and backfills: the stages of a cycle in order
@@ -268,6 +271,7 @@ func (s *Syncer) move(ctx context.Context, targets []Target, floor int64, markFn
 	eo := s.opts.Engine
 	eo.Floor = floor
 	eo.FloorMargin = s.opts.Margin
+	eo.Rollup = s.stages.Rollup
 	return NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
 }
 

@@ -1,0 +1,195 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// The analyst tables, datapoints_latest and datapoints_hourly, are rollups
+// of datapoints that stay exact: each row is recomputed, by one INSERT ...
+// SELECT over `datapoints FINAL`, every time a load touches its variable or
+// hour. A materialized view cannot do this: it sees every re-read row as a
+// new one and would count it twice.
+//
+// Why a recompute replaces the old row deterministically. A row's version
+// is NextVersion taken when the recompute starts, after the points it is
+// for were acknowledged, and ClickHouse takes the statement's snapshot of
+// datapoints after that. Let the last load that changes a row's aggregate be
+// acknowledged at time T. The recompute that follows it takes a version
+// above T; every recompute with a greater version took its snapshot later
+// still, so it saw that load and every earlier one, and computes the same
+// row. Recomputes with smaller versions lose the merge whatever order their
+// INSERTs land in, so two racing recomputes (two overlapping cycles, a cycle
+// and `fleetsync rollup`) leave the exact row. This relies on the versions
+// of writers on different hosts following their clocks, like the versions
+// of datapoints do.
+//
+// Rows are never deleted: fleetsync never deletes a point, so an hour
+// never loses one, and every hour that had a row still has points.
+//
+// Every statement reaches its tables by Client.Table and filters on
+// variable_id, which makes it run unchanged when the names are Distributed
+// tables sharded by variable_id: every version of a point, and every row
+// of its hour, is on the shard the variable hashes to.
+
+// rollupBatch bounds the variables of one recompute statement, so the
+// statement stays a few tens of kilobytes.
+const rollupBatch = 500
+
+const hourMs = 3600 * 1000
+
+// hourStart is the start of ms's hour, in ms.
+func hourStart(ms int64) int64 {
+	h := ms - ms%hourMs
+	if ms < 0 && ms%hourMs != 0 {
+		h -= hourMs
+	}
+	return h
+}
+
+// Recompute implements pipeline.Rollup: the hourly rows of every hour the
+// ranges cover, and the latest row of each variable, replaced by aggregates
+// over the deduplicated points. Ranges with the same first and last hour
+// share statements (the common case: a cycle reads every variable from its
+// mark minus the lookback to now).
+func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
+	type span struct{ from, to int64 }
+	groups := map[span][]string{}
+	for _, t := range touched {
+		k := span{hourStart(t.FromMs), hourStart(t.ToMs)}
+		groups[k] = append(groups[k], t.VariableID)
+	}
+	keys := make([]span, 0, len(groups))
+	for k := range groups {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i].from < keys[j].from || (keys[i].from == keys[j].from && keys[i].to < keys[j].to) })
+	for _, k := range keys {
+		ids := groups[k]
+		for len(ids) > 0 {
+			n := min(len(ids), rollupBatch)
+			if err := c.recompute(ctx, ids[:n], k.from, k.to+hourMs); err != nil {
+				return err
+			}
+			ids = ids[n:]
+		}
+	}
+	return nil
+}
+
+// recompute rebuilds the hourly rows of [from, to) (whole hours, ms) and
+// the latest rows of the variables ids.
+func (c *Client) recompute(ctx context.Context, ids []string, from, to int64) error {
+	in := quotedList(ids)
+	if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
+		return c.conn.Exec(ctx, c.hourlySQL(in, from, to, c.NextVersion()))
+	}); err != nil {
+		return fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(ids), msUTC(from), msUTC(to), err)
+	}
+	if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
+		return c.conn.Exec(ctx, c.latestSQL(in, from, c.NextVersion()))
+	}); err != nil {
+		return fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(ids), msUTC(from), err)
+	}
+	return nil
+}
+
+// pointsWhere selects the points of the variables in `in` from from (ms) on,
+// and before to when to > 0. Both ts_ms (the sorting key) and ts (the
+// partition key) are bounded, so ClickHouse reads only the parts and
+// granules concerned. Filtering FINAL on these columns is exact: every
+// version of a point has the same variable_id, ts_ms and ts.
+func pointsWhere(in string, from, to int64) string {
+	w := "variable_id IN (" + in + ") AND ts_ms >= " + strconv.FormatInt(from, 10) +
+		" AND ts >= toDateTime(" + strconv.FormatInt(max(from, 0)/1000, 10) + ")"
+	if to > 0 {
+		w += " AND ts_ms < " + strconv.FormatInt(to, 10) +
+			" AND ts <= toDateTime(" + strconv.FormatInt(max(to, 0)/1000, 10) + ")"
+	}
+	return w
+}
+
+// HourlyColumns are datapoints_hourly's columns in the order the recompute
+// writes them.
+const hourlyColumns = "variable_id, device_id, hour, count, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version"
+
+// hourlyAggregates is the SELECT list that computes an hourly row from
+// datapoints rows, without the version; tests compute their reference
+// with it from scratch.
+const hourlyAggregates = "variable_id, argMax(device_id, ts_ms), toStartOfHour(ts) AS hour, count(), sum(value), min(value), max(value), " +
+	"argMin(value, ts_ms), argMax(value, ts_ms), min(ts_ms), max(ts_ms)"
+
+func (c *Client) hourlySQL(in string, from, to int64, version uint64) string {
+	return "INSERT INTO " + c.Table(TableHourly) + " (" + hourlyColumns + ") SELECT " + hourlyAggregates + ", " +
+		strconv.FormatUint(version, 10) + " FROM " + c.Table(TableDatapoints) + " FINAL WHERE " + pointsWhere(in, from, to) +
+		" GROUP BY variable_id, hour"
+}
+
+const latestColumns = "variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng, version"
+
+// latestAggregate picks the newest point of each variable as one tuple:
+// argMax over the Nullable lat and lng alone would skip the points without
+// a position and return an older point's.
+const latestAggregate = "variable_id, argMax(tuple(device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng), ts_ms) AS p"
+
+const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, p.8, p.9"
+
+// latestSQL recomputes the latest rows from the points at or after from:
+// the newest point of a variable is among them whenever it has a point
+// there, and the recompute is only called for variables that do.
+func (c *Client) latestSQL(in string, from int64, version uint64) string {
+	return "INSERT INTO " + c.Table(TableLatest) + " (" + latestColumns + ") SELECT " + latestFields + ", " +
+		strconv.FormatUint(version, 10) + " FROM (SELECT " + latestAggregate + " FROM " + c.Table(TableDatapoints) +
+		" FINAL WHERE " + pointsWhere(in, from, 0) + " GROUP BY variable_id)"
+}
+
+// msUTC formats a POSIX-ms timestamp for errors.
+func msUTC(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// quotedList is ids as a list of ClickHouse string literals.
+func quotedList(ids []string) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\'')
+		for j := 0; j < len(id); j++ {
+			if ch := id[j]; ch == '\'' || ch == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(id[j])
+		}
+		b.WriteByte('\'')
+	}
+	return b.String()
+}
+
+// RollupVariables lists the variables with points in [from, to] (POSIX
+// ms, inclusive) as ranges for Recompute: what `fleetsync rollup` rebuilds.
+func (c *Client) RollupVariables(ctx context.Context, from, to int64) ([]pipeline.Touched, error) {
+	rows, err := c.conn.Query(ctx, "SELECT DISTINCT variable_id FROM "+c.Table(TableDatapoints)+" WHERE "+
+		"ts_ms >= ? AND ts_ms <= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)", from, to, max(from, 0)/1000, max(to, 0)/1000)
+	if err != nil {
+		return nil, fmt.Errorf("list the variables with points in [%s, %s]: %w", msUTC(from), msUTC(to), err)
+	}
+	defer rows.Close()
+	var out []pipeline.Touched
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list the variables with points: %w", err)
+		}
+		out = append(out, pipeline.Touched{VariableID: id, FromMs: from, ToMs: to})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the variables with points: %w", err)
+	}
+	return out, nil
+}
