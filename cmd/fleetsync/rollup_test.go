@@ -71,3 +71,43 @@ func TestRollupRejectsABadRangeOnOneLine(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncWhoseRollupFailsKeepsItsMarksAndTheNextSyncRecomputes stands for
+// a crash between the load and the rollup: ClickHouse acknowledges the
+// points but refuses the rollup (its table cannot hold the aggregates).
+// No mark may move, so the next sync reads the same windows again and
+// recomputes their hours.
+func TestSyncWhoseRollupFailsKeepsItsMarksAndTheNextSyncRecomputes(t *testing.T) {
+	w := newWorld(t, worldOpts{})
+	ctx := context.Background()
+	if code, out, errOut := w.cli(ctx, "migrate", "--config", w.cfgPath); code != 0 {
+		t.Fatalf("migrate: exit %d\n%s%s", code, out, errOut)
+	}
+	hourly := "`" + w.db + "`.`" + fsch.TableHourly + "`"
+	for _, q := range []string{"DROP TABLE " + hourly,
+		"CREATE TABLE " + hourly + " (variable_id String, device_id String, hour DateTime('UTC'), count Array(String), sum Float64, min Float64, max Float64, " +
+			"first_value Float64, last_value Float64, first_ts_ms Int64, last_ts_ms Int64, version UInt64) ENGINE = ReplacingMergeTree(version) ORDER BY (variable_id, hour)"} {
+		if err := w.conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, _, errOut := w.cli(ctx, "sync", "--config", w.cfgPath)
+	if code == 0 {
+		t.Fatalf("sync exited 0 although its rollups could not be written")
+	}
+	if !strings.Contains(errOut, "recompute the rollups") {
+		t.Errorf("the failed sync does not say the rollup failed:\n%s", lastLines(errOut, 5))
+	}
+	if m := w.marks(); len(m) != 0 {
+		t.Fatalf("%d marks committed although their rollups failed: %v", len(m), m)
+	}
+	if n := len(w.loaded()); n == 0 {
+		t.Fatalf("no points loaded by the failed sync; the test needs them loaded and not rolled up")
+	}
+	if err := w.conn.Exec(ctx, "DROP TABLE "+hourly); err != nil {
+		t.Fatal(err)
+	}
+	w.sync()
+	w.checkOracle()
+	w.checkRollups()
+}

@@ -69,7 +69,9 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 	for k := range groups {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].from < keys[j].from || (keys[i].from == keys[j].from && keys[i].to < keys[j].to) })
+	sort.Slice(keys, func(i, j int) bool {
+		return keys[i].from < keys[j].from || (keys[i].from == keys[j].from && keys[i].to < keys[j].to)
+	})
 	for _, k := range keys {
 		ids := groups[k]
 		for len(ids) > 0 {
