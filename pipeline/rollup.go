@@ -51,7 +51,10 @@ func (p *pass) rollUp(ctx context.Context, touched []Touched) error {
 	// Like the loads, a rollup finishes when the run is cancelled: its
 	// points are loaded, and the marks wait for it.
 	err := p.e.opts.Rollup.Recompute(context.WithoutCancel(ctx), touched)
-	p.e.m.stageDuration.WithLabelValues(StageRollup).Observe(time.Since(start).Seconds())
+	took := time.Since(start)
+	p.e.m.stageDuration.WithLabelValues(StageRollup).Observe(took.Seconds())
+	// Only the committer calls rollUp; res reads it after the committer ended.
+	p.rolledFor += took
 	ok := 1.0
 	if err != nil {
 		ok = 0

@@ -114,6 +114,8 @@ type Summary struct {
 	FloorMovedTo time.Time
 	LagMax       time.Duration
 	Lagging      int
+	// Rollup is the time the move stage spent recomputing the rollups.
+	Rollup time.Duration
 }
 
 // Floor is the earliest timestamp a request may reach at now.
@@ -203,6 +205,7 @@ func (s *Syncer) absorb(sum *Summary, res RunResult) {
 	sum.Targets, sum.Completed = res.Targets, res.Completed
 	sum.Points, sum.Requests, sum.Splits = res.Points, res.Requests, res.Splits
 	sum.Failed = res.Failed
+	sum.Rollup = res.Rollup
 	if res.FloorMovedTo != 0 {
 		sum.FloorMovedTo = time.UnixMilli(res.FloorMovedTo).UTC()
 		s.m.retentionFloorMoved.Inc()

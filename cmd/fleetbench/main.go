@@ -69,7 +69,7 @@ type tuning struct {
 }
 
 // parts lists the measurements -only accepts, in run order.
-var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "gobench"}
+var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "gobench", "rollup"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)
