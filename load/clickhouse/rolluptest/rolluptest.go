@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 )
 
@@ -130,9 +132,19 @@ func (l Latest) String() string {
 		l.DeviceID, l.DeviceLabel, l.VariableLabel, l.TsMs, l.Ts.UTC().Format(time.RFC3339), l.Value, l.Context, f(l.Lat), f(l.Lng))
 }
 
+// pointColumns are the columns of a point, in datapoints and
+// datapoints_latest alike.
+const pointColumns = "variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng"
+
+func scanPoint(rows driver.Rows) (Latest, error) {
+	var p Latest
+	err := rows.Scan(&p.VariableID, &p.DeviceID, &p.DeviceLabel, &p.VariableLabel, &p.TsMs, &p.Ts, &p.Value, &p.Context, &p.Lat, &p.Lng)
+	return p, err
+}
+
 // reference computes both tables from every row of datapoints FINAL.
 func reference(ctx context.Context, c *clickhouse.Client) (map[hourKey]Hourly, map[string]Latest, error) {
-	rows, err := c.Conn().Query(ctx, "SELECT variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng FROM "+
+	rows, err := c.Conn().Query(ctx, "SELECT "+pointColumns+" FROM "+
 		c.Table(clickhouse.TableDatapoints)+" FINAL ORDER BY variable_id, ts_ms")
 	if err != nil {
 		return nil, nil, err
@@ -141,8 +153,8 @@ func reference(ctx context.Context, c *clickhouse.Client) (map[hourKey]Hourly, m
 	hourly := map[hourKey]Hourly{}
 	latest := map[string]Latest{}
 	for rows.Next() {
-		var p Latest
-		if err := rows.Scan(&p.VariableID, &p.DeviceID, &p.DeviceLabel, &p.VariableLabel, &p.TsMs, &p.Ts, &p.Value, &p.Context, &p.Lat, &p.Lng); err != nil {
+		p, err := scanPoint(rows)
+		if err != nil {
 			return nil, nil, err
 		}
 		// Rows come in timestamp order: the last one of a variable is its
@@ -188,15 +200,15 @@ func read(ctx context.Context, c *clickhouse.Client) (map[hourKey]Hourly, map[st
 		return nil, nil, err
 	}
 	latest := map[string]Latest{}
-	lrows, err := c.Conn().Query(ctx, "SELECT variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng FROM "+
+	lrows, err := c.Conn().Query(ctx, "SELECT "+pointColumns+" FROM "+
 		c.Table(clickhouse.TableLatest)+" FINAL")
 	if err != nil {
 		return nil, nil, err
 	}
 	defer lrows.Close()
 	for lrows.Next() {
-		var p Latest
-		if err := lrows.Scan(&p.VariableID, &p.DeviceID, &p.DeviceLabel, &p.VariableLabel, &p.TsMs, &p.Ts, &p.Value, &p.Context, &p.Lat, &p.Lng); err != nil {
+		p, err := scanPoint(lrows)
+		if err != nil {
 			return nil, nil, err
 		}
 		if _, dup := latest[p.VariableID]; dup {
