@@ -55,51 +55,93 @@ func hourStart(ms int64) int64 {
 
 // Recompute implements pipeline.Rollup: the hourly rows of every hour the
 // ranges cover, and the latest row of each variable, replaced by aggregates
-// over the deduplicated points. Ranges with the same first and last hour
-// share statements (the common case: a cycle reads every variable from its
-// mark minus the lookback to now).
+// over the deduplicated points.
+//
+// The latest row is read from the points at or after the range's end
+// alone: that end is a loaded point, so the newest point of the variable is
+// among them, and a backfill of a month reads one hour for it, not the
+// month again.
+//
+// Variables whose ranges start and end in the same hours share statements
+// (the common case: a cycle reads every variable from its mark minus the
+// lookback to now), up to rollupBatch of them.
 func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
-	type span struct{ from, to int64 }
-	groups := map[span][]string{}
-	for _, t := range touched {
-		k := span{hourStart(t.FromMs), hourStart(t.ToMs)}
-		groups[k] = append(groups[k], t.VariableID)
+	for _, b := range batches(touched, func(t pipeline.Touched) window { return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs} }) {
+		if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.NextVersion()))
+		}); err != nil {
+			return fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(b.ids), msUTC(b.from), msUTC(b.to), err)
+		}
 	}
-	keys := make([]span, 0, len(groups))
-	for k := range groups {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return keys[i].from < keys[j].from || (keys[i].from == keys[j].from && keys[i].to < keys[j].to)
-	})
-	for _, k := range keys {
-		ids := groups[k]
-		for len(ids) > 0 {
-			n := min(len(ids), rollupBatch)
-			if err := c.recompute(ctx, ids[:n], k.from, k.to+hourMs); err != nil {
-				return err
-			}
-			ids = ids[n:]
+	for _, b := range batches(touched, func(t pipeline.Touched) window { return window{from: hourStart(t.ToMs)} }) {
+		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.NextVersion()))
+		}); err != nil {
+			return fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(b.ids), msUTC(b.from), err)
 		}
 	}
 	return nil
 }
 
-// recompute rebuilds the hourly rows of [from, to) (whole hours, ms) and
-// the latest rows of the variables ids.
-func (c *Client) recompute(ctx context.Context, ids []string, from, to int64) error {
-	in := quotedList(ids)
-	if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
-		return c.conn.Exec(ctx, c.hourlySQL(in, from, to, c.NextVersion()))
-	}); err != nil {
-		return fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(ids), msUTC(from), msUTC(to), err)
+// window is a range of POSIX ms, [from, to); to is 0 for "to the end".
+type window struct{ from, to int64 }
+
+// batch is one recompute statement: variables and the window it reads.
+type batch struct {
+	window
+	ids []string
+}
+
+// batchSlack is how much longer than its own window a batch may make a
+// variable's: the recompute reads that variable's points over the batch's
+// window, so a little slack lets the variables of a backfill, whose ranges
+// start and end at slightly different times, share one statement, while a
+// variable with a late point a week back does not make the others read
+// the week.
+const batchSlack = 6 * hourMs
+
+// batches groups the touched variables into statements: sorted by the
+// window of returns, a variable joins the current batch while the batch's
+// window stays within batchSlack of its own and of every member's, up to
+// rollupBatch variables. A window with to = 0 is open-ended.
+func batches(touched []pipeline.Touched, of func(pipeline.Touched) window) []batch {
+	type item struct {
+		w  window
+		id string
 	}
-	if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
-		return c.conn.Exec(ctx, c.latestSQL(in, from, c.NextVersion()))
-	}); err != nil {
-		return fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(ids), msUTC(from), err)
+	items := make([]item, len(touched))
+	for i, t := range touched {
+		items[i] = item{of(t), t.VariableID}
 	}
-	return nil
+	sort.Slice(items, func(i, j int) bool {
+		a, b := items[i].w, items[j].w
+		return a.from < b.from || (a.from == b.from && a.to < b.to)
+	})
+	var out []batch
+	var minLen int64 // the shortest member window of the current batch
+	for _, it := range items {
+		if n := len(out); n > 0 && len(out[n-1].ids) < rollupBatch {
+			cur := &out[n-1]
+			// Sorted by from: the union starts at cur.from.
+			to := max(cur.to, it.w.to)
+			if cur.to == 0 || it.w.to == 0 {
+				to = 0
+			}
+			grow := it.w.from - cur.from // an open window grows by its start
+			if to != 0 {
+				grow = max(to-cur.from-minLen, to-cur.from-(it.w.to-it.w.from))
+			}
+			if (to == 0) == (cur.to == 0) && grow <= batchSlack {
+				cur.to = to
+				cur.ids = append(cur.ids, it.id)
+				minLen = min(minLen, it.w.to-it.w.from)
+				continue
+			}
+		}
+		out = append(out, batch{window: it.w, ids: []string{it.id}})
+		minLen = it.w.to - it.w.from
+	}
+	return out
 }
 
 // pointsWhere selects the points of the variables in `in` from from (ms) on,
@@ -144,7 +186,7 @@ const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, p.8, p.9"
 
 // latestSQL recomputes the latest rows from the points at or after from:
 // the newest point of a variable is among them whenever it has a point
-// there, and the recompute is only called for variables that do.
+// there, and Recompute only asks for variables that do.
 func (c *Client) latestSQL(in string, from int64, version uint64) string {
 	return "INSERT INTO " + c.Table(TableLatest) + " (" + latestColumns + ") SELECT " + latestFields + ", " +
 		strconv.FormatUint(version, 10) + " FROM (SELECT " + latestAggregate + " FROM " + c.Table(TableDatapoints) +
