@@ -66,21 +66,40 @@ func hourStart(ms int64) int64 {
 // (the common case: a cycle reads every variable from its mark minus the
 // lookback to now), up to rollupBatch of them.
 func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
-	for _, b := range batches(touched, func(t pipeline.Touched) window { return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs} }) {
-		if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
-			return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.NextVersion()))
-		}); err != nil {
-			return fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(b.ids), msUTC(b.from), msUTC(b.to), err)
+	// The two tables are independent: their statements run side by side,
+	// on two of the pool's connections, since each is one thread's work
+	// on the server.
+	var hourlyErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, b := range batches(touched, func(t pipeline.Touched) window { return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs} }) {
+			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
+				return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.NextVersion()))
+			}); err != nil {
+				hourlyErr = fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(b.ids), msUTC(b.from), msUTC(b.to), err)
+				return
+			}
 		}
-	}
+	}()
+	var latestErr error
 	for _, b := range batches(touched, func(t pipeline.Touched) window { return window{from: hourStart(t.ToMs)} }) {
 		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
 			return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.NextVersion()))
 		}); err != nil {
-			return fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(b.ids), msUTC(b.from), err)
+			latestErr = fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(b.ids), msUTC(b.from), err)
+			break
 		}
 	}
-	return nil
+	<-done
+	// One line, as every error the CLI prints.
+	switch {
+	case hourlyErr != nil && latestErr != nil:
+		return fmt.Errorf("%w; %w", hourlyErr, latestErr)
+	case hourlyErr != nil:
+		return hourlyErr
+	}
+	return latestErr
 }
 
 // window is a range of POSIX ms, [from, to); to is 0 for "to the end".
