@@ -62,9 +62,9 @@ func hourStart(ms int64) int64 {
 // among them, and a backfill of a month reads one hour for it, not the
 // month again.
 //
-// Variables whose ranges start and end in the same hours share statements
-// (the common case: a cycle reads every variable from its mark minus the
-// lookback to now), up to rollupBatch of them.
+// Variables whose ranges start and end in nearly the same hours share
+// statements (see batches): a cycle reads every variable from its mark
+// minus the lookback to now, a backfill every variable over its range.
 func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
 	// The two tables are independent: their statements run side by side,
 	// on two of the pool's connections, since each is one thread's work
@@ -178,13 +178,13 @@ func pointsWhere(in string, from, to int64) string {
 	return w
 }
 
-// HourlyColumns are datapoints_hourly's columns in the order the recompute
+// hourlyColumns are datapoints_hourly's columns in the order the recompute
 // writes them.
 const hourlyColumns = "variable_id, device_id, hour, count, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version"
 
 // hourlyAggregates is the SELECT list that computes an hourly row from
-// datapoints rows, without the version; tests compute their reference
-// with it from scratch.
+// datapoints rows, without the version. first_value and last_value need no
+// tie-break: under FINAL a variable has one row per ts_ms.
 const hourlyAggregates = "variable_id, argMax(device_id, ts_ms), toStartOfHour(ts) AS hour, count(), sum(value), min(value), max(value), " +
 	"argMin(value, ts_ms), argMax(value, ts_ms), min(ts_ms), max(ts_ms)"
 
