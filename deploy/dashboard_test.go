@@ -51,8 +51,17 @@ type panel struct {
 	Targets []struct {
 		RefID string `json:"refId"`
 		Expr  string `json:"expr"`
+		// Query is the SQL of a ClickHouse panel's target.
+		Query string `json:"query"`
 	} `json:"targets"`
 }
+
+// clickHouseUID is the data source of the fleet panels, which read the
+// warehouse's analyst tables instead of fleetsync's metrics.
+const clickHouseUID = "${clickhouse}"
+
+// sql reports whether the panel reads ClickHouse.
+func (p panel) sql() bool { return p.Datasource != nil && p.Datasource.UID == clickHouseUID }
 
 func readDashboard(t testing.TB) dashboard {
 	t.Helper()
@@ -68,6 +77,9 @@ func readDashboard(t testing.TB) dashboard {
 func (d dashboard) queries() map[string]string {
 	q := map[string]string{}
 	for _, p := range d.Panels {
+		if p.sql() {
+			continue
+		}
 		for _, tg := range p.Targets {
 			q[fmt.Sprintf("panel %d (%s) target %s", p.ID, p.Title, tg.RefID)] = tg.Expr
 		}
@@ -106,26 +118,30 @@ func TestDashboardIsAWellFormedGrafanaDashboard(t *testing.T) {
 			rows = append(rows, p.Title)
 			continue
 		}
-		if p.Datasource == nil || p.Datasource.UID != "${datasource}" {
-			t.Errorf("panel %d (%s): datasource %+v, want uid ${datasource}", p.ID, p.Title, p.Datasource)
+		if p.Datasource == nil || (p.Datasource.UID != "${datasource}" && p.Datasource.UID != clickHouseUID) {
+			t.Errorf("panel %d (%s): datasource %+v, want uid ${datasource} (metrics) or %s (fleet tables)", p.ID, p.Title, p.Datasource, clickHouseUID)
 		}
 		if len(p.Targets) == 0 {
 			t.Errorf("panel %d (%s) has no query", p.ID, p.Title)
 		}
 		refs := map[string]bool{}
 		for _, tg := range p.Targets {
-			if tg.RefID == "" || refs[tg.RefID] || strings.TrimSpace(tg.Expr) == "" {
-				t.Errorf("panel %d (%s): target %q has an empty or repeated refId or no expr", p.ID, p.Title, tg.RefID)
+			text := tg.Expr
+			if p.sql() {
+				text = tg.Query
+			}
+			if tg.RefID == "" || refs[tg.RefID] || strings.TrimSpace(text) == "" {
+				t.Errorf("panel %d (%s): target %q has an empty or repeated refId or no query", p.ID, p.Title, tg.RefID)
 			}
 			refs[tg.RefID] = true
 		}
 	}
-	for _, want := range []string{"Lag", "Throughput", "Errors", "Durations"} {
+	for _, want := range []string{"Lag", "Throughput", "Errors", "Durations", "Fleet"} {
 		if !slices.Contains(rows, want) {
 			t.Errorf("dashboard rows %v lack %q", rows, want)
 		}
 	}
-	for _, v := range []string{"datasource", "job", "instance"} {
+	for _, v := range []string{"datasource", "job", "instance", "clickhouse", "database"} {
 		if !slices.ContainsFunc(d.Templating.List, func(x templateVar) bool { return x.Name == v }) {
 			t.Errorf("dashboard has no $%s variable", v)
 		}
@@ -171,6 +187,9 @@ func TestDashboardQueriesAreValidPromQL(t *testing.T) {
 	var rules []monitoringv1.Rule
 	var where []string
 	for _, p := range d.Panels {
+		if p.sql() {
+			continue
+		}
 		for _, tg := range p.Targets {
 			expr := vars.Replace(tg.Expr)
 			if strings.Contains(expr, "$") {

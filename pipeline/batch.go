@@ -32,7 +32,9 @@ type Batch struct {
 type Span struct {
 	VariableID string
 	Rows       int
-	MaxTsMs    int64
+	// MinTsMs and MaxTsMs bound the span's timestamps: the rollups
+	// recompute the hours between them (rollup.go).
+	MinTsMs, MaxTsMs int64
 }
 
 // Len is the number of rows in the batch.

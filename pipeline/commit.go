@@ -14,6 +14,11 @@ func (p *pass) releaseLocked(t *targetState) {
 	if t.pending > 0 {
 		return
 	}
+	// What landed is rolled up even when the target failed: the rows are
+	// in the table whether or not its mark moves.
+	if t.points > 0 {
+		p.touched = append(p.touched, t.loaded)
+	}
 	if t.err != nil {
 		p.failed = append(p.failed, &TargetError{Variable: t.Variable, Start: t.start, End: t.end, Err: t.err})
 		return
@@ -40,6 +45,7 @@ func (p *pass) ackSpans(spans []Span, err error) {
 			}
 		} else {
 			t.maxTs = max(t.maxTs, s.MaxTsMs)
+			t.loaded.widen(t.Variable.ID, t.points == 0, s)
 			t.points += int64(s.Rows)
 			n += int64(s.Rows)
 		}
@@ -67,12 +73,25 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 	}
 }
 
-// committer writes ready marks every second and once more at the end.
+// commit recomputes the rollups of the targets completed since the last
+// commit, then writes the ready marks. The rollups go first so that a
+// crash between the load and the rollup leaves the marks behind: the next
+// cycle reads those windows again and recomputes their hours.
 func (p *pass) commit(ctx context.Context) {
 	p.mu.Lock()
-	marks := p.ready
-	p.ready = nil
+	marks, touched := p.ready, p.touched
+	p.ready, p.touched = nil, nil
 	p.mu.Unlock()
+	if err := p.rollUp(ctx, touched); err != nil {
+		p.e.log.Error("recomputing the rollups failed; the marks of these variables stay where they were, so the next cycle reads their windows again and recomputes them",
+			zap.Int("variables", len(touched)), zap.Int("marks", len(marks)), zap.Error(err))
+		p.mu.Lock()
+		if p.commitErr == nil {
+			p.commitErr = err
+		}
+		p.mu.Unlock()
+		return
+	}
 	if len(marks) == 0 || p.e.st == nil {
 		return
 	}

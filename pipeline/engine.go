@@ -35,6 +35,8 @@ type RunResult struct {
 	FloorMovedTo int64
 	// CommitErr is the error of committing marks, if any.
 	CommitErr error
+	// Rollup is the time spent recomputing the rollups (StageRollup).
+	Rollup time.Duration
 }
 
 // err is the run's outcome as one error, for the stage wrapper: the
@@ -92,6 +94,8 @@ type pass struct {
 	mu        sync.Mutex
 	commitErr error
 	ready     []Mark
+	touched   []Touched
+	rolledFor time.Duration
 	failed    []*TargetError
 	complete  int
 	points    atomic.Int64
@@ -126,6 +130,7 @@ func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
 		total.Points += res.Points
 		total.Requests += res.Requests
 		total.Splits += res.Splits
+		total.Rollup += res.Rollup
 		if res.FloorMovedTo != 0 {
 			total.FloorMovedTo, floor = res.FloorMovedTo, res.FloorMovedTo
 		}
@@ -215,5 +220,6 @@ func (e *Engine) pass(ctx context.Context, targets []Target, floor int64) RunRes
 		res.FloorMovedTo = p.floor.Load()
 	}
 	res.CommitErr = p.commitErr
+	res.Rollup = p.rolledFor
 	return res
 }

@@ -16,6 +16,9 @@ type targetState struct {
 	start, end int64
 	pending    int
 	maxTs      int64
+	// loaded is the range of timestamps of its acknowledged rows (valid
+	// when points > 0), the range its rollups are recomputed over.
+	loaded Touched
 	// futureMs is the earliest timestamp after end seen in a complete
 	// frame, or a lower bound of it (0 when none).
 	futureMs int64

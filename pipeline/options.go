@@ -36,6 +36,9 @@ type EngineOptions struct {
 	// so that requests are not rejected again as the service's floor
 	// advances with time (default 1m).
 	FloorMargin time.Duration
+	// Rollup, when set, recomputes the analyst tables for what each
+	// commit's targets loaded, before their marks are written.
+	Rollup Rollup
 }
 
 func (o *EngineOptions) defaults() {

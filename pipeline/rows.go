@@ -16,7 +16,7 @@ type frameSink struct {
 	// in the current chunk, so a failed request can be discarded.
 	reqStart, reqBytes, reqSpans int
 	frameStart, frameBytes       int
-	frameMax                     int64
+	frameMin, frameMax           int64
 	// frameFuture is the earliest timestamp after the target's end in the
 	// current frame (0 when none).
 	frameFuture int64
@@ -48,6 +48,9 @@ func (s *frameSink) Point(i int, p Point) error {
 	if len(p.Context) > 2 {
 		ctx = string(p.Context)
 	}
+	if s.chunk.Len() == s.frameStart || p.TsMs < s.frameMin {
+		s.frameMin = p.TsMs
+	}
 	s.chunk.Append(Row{VariableID: v.ID, DeviceID: v.DeviceID, DeviceLabel: v.DeviceLabel, VariableLabel: v.Label,
 		TsMs: p.TsMs, Value: p.Value, Context: ctx, Lat: lat, Lng: lng, HasLat: hasLat, HasLng: hasLng})
 	if p.TsMs > s.frameMax {
@@ -74,7 +77,7 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 		s.p.mu.Lock()
 		t.futureMs = earliest(t.futureMs, s.frameFuture)
 		if n := b.Len() - s.frameStart; n > 0 {
-			b.Spans = append(b.Spans, Span{VariableID: t.Variable.ID, Rows: n, MaxTsMs: s.frameMax})
+			b.Spans = append(b.Spans, Span{VariableID: t.Variable.ID, Rows: n, MinTsMs: s.frameMin, MaxTsMs: s.frameMax})
 			t.pending++
 		}
 		s.p.mu.Unlock()

@@ -64,6 +64,9 @@ type Stages struct {
 	Metadata MetadataWriter
 	// Events syncs the configured events' logs.
 	Events *EventSync
+	// Rollup keeps the analyst tables exact; the move stage calls it for
+	// what it loaded before it commits marks (see StageRollup).
+	Rollup Rollup
 }
 
 // Syncer runs sync cycles and backfills: the stages of a cycle in order
@@ -111,6 +114,8 @@ type Summary struct {
 	FloorMovedTo time.Time
 	LagMax       time.Duration
 	Lagging      int
+	// Rollup is the time the move stage spent recomputing the rollups.
+	Rollup time.Duration
 }
 
 // Floor is the earliest timestamp a request may reach at now.
@@ -200,6 +205,7 @@ func (s *Syncer) absorb(sum *Summary, res RunResult) {
 	sum.Targets, sum.Completed = res.Targets, res.Completed
 	sum.Points, sum.Requests, sum.Splits = res.Points, res.Requests, res.Splits
 	sum.Failed = res.Failed
+	sum.Rollup = res.Rollup
 	if res.FloorMovedTo != 0 {
 		sum.FloorMovedTo = time.UnixMilli(res.FloorMovedTo).UTC()
 		s.m.retentionFloorMoved.Inc()
@@ -268,6 +274,7 @@ func (s *Syncer) move(ctx context.Context, targets []Target, floor int64, markFn
 	eo := s.opts.Engine
 	eo.Floor = floor
 	eo.FloorMargin = s.opts.Margin
+	eo.Rollup = s.stages.Rollup
 	return NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
 }
 

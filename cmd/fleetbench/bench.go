@@ -181,6 +181,12 @@ func (b *bench) measure(ctx context.Context) error {
 			fail("gobench", err)
 		}
 	}
+	if b.o.only["rollup"] && ctx.Err() == nil {
+		b.logf("== rollup")
+		if err := b.analystQueries(ctx); err != nil {
+			fail("rollup", err)
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		errs = append(errs, context.Cause(ctx))
 	}

@@ -53,6 +53,8 @@ type cycleLog struct {
 	Failed   int     `json:"failed"`
 	Splits   int64   `json:"splits"`
 	Duration float64 `json:"duration"`
+	// Rollup is the time the cycle spent recomputing the rollups.
+	Rollup float64 `json:"rollup"`
 }
 
 // parseCycleLog finds the cycle summary in a fleetsync JSON log.
@@ -129,7 +131,7 @@ type backfillStage struct {
 	sec     *section
 	noteRun bool
 
-	rate, rss, wall, cpu, chCPU, simCPU, parts, others *figure
+	rate, rss, wall, cpu, chCPU, simCPU, parts, others, rollup, rollupShare *figure
 }
 
 func (st *backfillStage) prepare(ctx context.Context) error {
@@ -175,6 +177,8 @@ func (st *backfillStage) prepare(ctx context.Context) error {
 	st.simCPU = st.sec.fig("", "fleetsim CPU per million points", "CPU-s", 2)
 	st.parts = st.sec.fig("", "parts written by the INSERTs (level 0)", "parts", 0)
 	st.others = st.sec.fig("", "CPU used by other processes meanwhile", "cores", 2)
+	st.rollup = st.sec.fig("", "time spent recomputing the rollups (datapoints_latest, datapoints_hourly)", "s", 2)
+	st.rollupShare = st.sec.fig("rollup-"+st.tag, "rollup time / wall time", "%", 1)
 	return nil
 }
 
@@ -211,6 +215,8 @@ func (st *backfillStage) run(ctx context.Context, r int) error {
 	st.simCPU.add(res.simCPU / mp)
 	st.parts.add(float64(parts))
 	st.others.add(others / res.wall.Seconds())
+	st.rollup.add(res.log.Rollup)
+	st.rollupShare.add(100 * res.log.Rollup / res.wall.Seconds())
 	b.logf("%s run %d: %d points in %.2fs (cycle %.2fs, %d requests, %d splits): %.0f rows/s, peak RSS %.0f MiB, CPU %.1fs user + %.1fs sys, clickhouse %.1fs, fleetsim %.1fs, others %.1fs",
 		st.tag, r+1, res.rows, res.wall.Seconds(), res.log.Duration, res.log.Requests, res.log.Splits, float64(res.rows)/res.wall.Seconds(),
 		float64(res.maxRSS)/(1<<20), res.user, res.sys, res.chCPU, res.simCPU, others)

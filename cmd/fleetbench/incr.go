@@ -169,6 +169,8 @@ func (b *bench) incremental(ctx context.Context) error {
 	chData := sec.fig("changed-data", "1 % changed: data requests", "requests", 0)
 	chList := sec.fig("", "1 % changed: list requests", "requests", 0)
 	chWall := sec.fig("", "1 % changed: wall time", "s", 2)
+	chRollup := sec.fig("", "1 % changed: time recomputing the rollups", "s", 3)
+	chShare := sec.fig("rollup-incr", "1 % changed: rollup time / wall time", "%", 1)
 	idData := sec.fig("idle-data", "nothing changed: data requests", "requests", 0)
 	idList := sec.fig("", "nothing changed: list requests", "requests", 0)
 	idWall := sec.fig("", "nothing changed: wall time", "s", 2)
@@ -194,6 +196,8 @@ func (b *bench) incremental(ctx context.Context) error {
 		chData.add(float64(cc.data))
 		chList.add(float64(cc.list))
 		chWall.add(res.wall.Seconds())
+		chRollup.add(res.log.Rollup)
+		chShare.add(100 * res.log.Rollup / res.wall.Seconds())
 		b.logf("run %d, 1%% changed: %.2fs, %d points, %d data and %d list requests (fleetsync read %d variables, %d idle)",
 			r+1, res.wall.Seconds(), res.log.Points, cc.data, cc.list, res.log.Read, res.log.Idle)
 

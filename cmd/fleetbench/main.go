@@ -14,6 +14,10 @@
 //  6. the Go benchmarks of the decoder and the batch builder on one core;
 //  7. the CPU cost of clickhouse.compression: the 5 M backfill with none
 //     and with lz4, at the defaults otherwise;
+//  8. the analyst queries (`-only rollup`): the README's latest-value and
+//     30-day hourly queries on a 22 M-row table, from datapoints FINAL and
+//     from the rollups; sections 3 and 5 also report what keeping the
+//     rollups costs a backfill and an incremental cycle;
 //
 // plus one profiled in-process sync whose top functions are recorded. Every
 // figure is the median of -runs runs with min and max. It prints a table,
@@ -71,7 +75,7 @@ type tuning struct {
 }
 
 // parts lists the measurements -only accepts, in run order.
-var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "gobench", "compression"}
+var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "gobench", "compression", "rollup"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)

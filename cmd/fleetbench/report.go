@@ -117,6 +117,23 @@ func (b *bench) targets() []target {
 	} else {
 		add("idle fleet: mean data requests per cycle over a recheck period ≤ 15 % of a skip_idle: false cycle", false, false, "not measured")
 	}
+	// Issue 15: keeping the analyst tables costs little, and they answer fast.
+	for _, k := range []struct{ key, what string }{
+		{"rollup-incr", "1 % changed: rollup time < 10 % of the cycle's wall time"},
+		{"rollup-e2e", "5 M backfill: rollup time < 10 % of the wall time"},
+	} {
+		if f := b.find(k.key); f != nil {
+			add(k.what, f.median() < 10, true, "%.1f %%", f.median())
+		}
+	}
+	for _, k := range []struct{ key, what string }{
+		{"rollup-latest-speedup", "latest value of every variable: rollup ≥ 20× faster than FINAL"},
+		{"rollup-hourly-speedup", "30-day hourly averages: rollup ≥ 20× faster than FINAL"},
+	} {
+		if f := b.find(k.key); f != nil {
+			add(k.what, f.median() >= 20, true, "%.0f×", f.median())
+		}
+	}
 	if f := b.find("go-DecodeSeries"); f != nil {
 		add("raw-series decoder ≥ 3 M points/s on one core", f.median() >= 3e6, true, "%.1f M points/s", f.median()/1e6)
 	} else {

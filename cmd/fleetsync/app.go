@@ -214,6 +214,7 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		// whose marks live in the warehouse whatever state.backend is.
 		stages := pipeline.Stages{
 			Metadata: pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata")),
+			Rollup:   a.ch,
 		}
 		if len(cfg.Sync.Events) > 0 {
 			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))

@@ -58,6 +58,7 @@ func commands() []command {
 		{"migrate", "create or upgrade the ClickHouse tables", "fleetsync migrate --config FILE", cmdMigrate},
 		{"status", "per-variable high-water mark and lag, worst first", "fleetsync status --config FILE [--json] [--limit N]", cmdStatus},
 		{"backfill", "re-extract a closed range without moving marks backwards", "fleetsync backfill --config FILE --from T --to T [--device KEY]...", cmdBackfill},
+		{"rollup", "rebuild the analyst tables (latest values, hourly aggregates) over a range", "fleetsync rollup --config FILE --from T --to T", cmdRollup},
 		{"verify", "compare the warehouse's counts with the source's statistics", "fleetsync verify --config FILE --from T --to T [--json] [--repair]", cmdVerify},
 		{"demo", "sync an embedded fleetsim into a local ClickHouse and show what landed", "fleetsync demo [--keep]", cmdDemo},
 		{"config", "print an example configuration with every key and its default", "fleetsync config", cmdConfigExample},

@@ -15,14 +15,13 @@ import (
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
 )
 
-// The demo's analyst queries, printed with their results. They read
-// datapoints with FINAL, as every query on the table should.
+// The demo's analyst queries, printed with their results. They read with
+// FINAL, as every query on fleetsync's tables should: the latest values
+// from the rollup every cycle keeps, the hourly averages from datapoints.
 var demoQueries = []struct{ title, sql string }{
 	{"Latest value of every variable, per device", `SELECT device_label, variable_label,
-       argMax(value, ts_ms) AS latest_value,
-       toString(max(ts)) AS at
-FROM {db}.datapoints FINAL
-GROUP BY device_label, variable_label
+       value AS latest_value, toString(ts) AS at
+FROM {db}.datapoints_latest FINAL
 ORDER BY device_label, variable_label
 LIMIT 12`},
 	{"Hourly average temperature of the last 6 hours of data", `SELECT device_label, toString(toStartOfHour(ts)) AS hour,

@@ -449,6 +449,7 @@ func TestSyncLoadsNewAndLatePointsOnce(t *testing.T) {
 	w.sim.ResetCounters()
 	w.sync()
 	w.checkOracle()
+	w.checkRollups()
 	if len(changed) == 0 {
 		t.Fatal("the first device has no variable with points")
 	}

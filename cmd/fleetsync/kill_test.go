@@ -81,4 +81,5 @@ func TestSyncKilledAtRandomMomentsThenRerunIsExact(t *testing.T) {
 	w.sync()
 	w.checkMarksCovered(prev)
 	w.checkOracle()
+	w.checkRollups()
 }

@@ -97,6 +97,7 @@ func TestLiveFleetLandsExactlyUnderEveryReadingOfLastActivity(t *testing.T) {
 				// Every write moves lastActivity, or there is none to trust:
 				// the first quiet sync is exact.
 				n := w.checkOracle()
+				w.checkRollups()
 				t.Logf("%s: %d points, %d written live (%+v) during %d syncs; exact after one quiet sync", mode, n, stats.New+stats.Late, stats, syncs)
 				w.checkIdleCycleIsFree(mode)
 				return
@@ -109,6 +110,7 @@ func TestLiveFleetLandsExactlyUnderEveryReadingOfLastActivity(t *testing.T) {
 			time.Sleep(liveRecheck)
 			w.sync()
 			n := w.checkOracle()
+			w.checkRollups()
 			t.Logf("%s: %d points, %+v written live during %d syncs; exact within idle_recheck", mode, n, stats, syncs)
 			w.checkIdleCycleIsFree(mode)
 		})
@@ -227,6 +229,7 @@ func TestLatePointsIntoAnIdleVariableLandWithinIdleRecheck(t *testing.T) {
 				time.Sleep(200 * time.Millisecond)
 			}
 			w.checkOracle()
+			w.checkRollups()
 			if lag := w.statusLag(v.ID); lag != 0 {
 				t.Fatalf("status shows %s lagging %.3fs after its points landed", v.ID, lag)
 			}
@@ -263,6 +266,7 @@ func TestAPointStampedAheadLandsOnceDueAndLagsUntilThen(t *testing.T) {
 			}
 			w.sync()
 			w.checkOracle()
+			w.checkRollups()
 			if lag := w.statusLag(v.ID); lag != 0 {
 				t.Fatalf("status shows %s lagging %.3fs after its point landed", v.ID, lag)
 			}

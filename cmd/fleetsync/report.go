@@ -51,7 +51,7 @@ func (a *app) logSummary(what string, sum pipeline.Summary, err error) {
 		zap.Int("devices", sum.Devices), zap.Int("variables", sum.Variables), zap.Int("read", sum.Targets),
 		zap.Int("idle", sum.Skipped), zap.Int64("points", sum.Points), zap.Int64("requests", sum.Requests),
 		zap.Int64("splits", sum.Splits), zap.Int("failed", len(sum.Failed)), zap.Duration("duration", sum.Duration),
-		zap.Duration("lag_max", sum.LagMax), zap.Int("lagging", sum.Lagging),
+		zap.Duration("lag_max", sum.LagMax), zap.Int("lagging", sum.Lagging), zap.Duration("rollup", sum.Rollup),
 	}
 	if !sum.FloorMovedTo.IsZero() {
 		fields = append(fields, zap.Time("retention_floor_moved_to", sum.FloorMovedTo))

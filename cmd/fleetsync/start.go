@@ -38,18 +38,7 @@ func start(ctx context.Context, env *cliEnv, fs *flag.FlagSet, cfgPath *string, 
 // the app with the schema ensured and the token read. The caller closes
 // the app.
 func startForRange(ctx context.Context, env *cliEnv, fs *flag.FlagSet, cfgPath *string, args []string, fromS, toS *string) (a *app, from, to int64, err error) {
-	a, err = start(ctx, env, fs, cfgPath, args, true, func() error {
-		if from, err = parseTime("from", *fromS); err != nil {
-			return err
-		}
-		if to, err = parseTime("to", *toS); err != nil {
-			return err
-		}
-		if from > to {
-			return usagef("--from is after --to; swap them")
-		}
-		return nil
-	})
+	a, err = start(ctx, env, fs, cfgPath, args, true, rangeCheck(fromS, toS, &from, &to))
 	if err != nil {
 		return nil, 0, 0, err
 	}
@@ -62,4 +51,21 @@ func startForRange(ctx context.Context, env *cliEnv, fs *flag.FlagSet, cfgPath *
 		return nil, 0, 0, err
 	}
 	return a, from, to, nil
+}
+
+// rangeCheck parses --from and --to into from and to, and rejects a range
+// that ends before it starts.
+func rangeCheck(fromS, toS *string, from, to *int64) func() error {
+	return func() (err error) {
+		if *from, err = parseTime("from", *fromS); err != nil {
+			return err
+		}
+		if *to, err = parseTime("to", *toS); err != nil {
+			return err
+		}
+		if *from > *to {
+			return usagef("--from is after --to; swap them")
+		}
+		return nil
+	}
 }

@@ -83,6 +83,7 @@ func TestVerifyCatchesADeletedWarehouseRowAndRepairFixesIt(t *testing.T) {
 		t.Fatalf("verify after the repair exited %d:\n%s\n%s", code, out, lastLines(errs, 5))
 	}
 	w.checkOracle()
+	w.checkRollups()
 }
 
 // checkOracleCount is the number of points the warehouse should hold.

@@ -24,12 +24,15 @@ const (
 	TableDeviceGroupChanges = "device_group_member_changes"
 	TableEventLogs          = "event_logs"
 	TableEventState         = "event_state"
+	// The analysts' rollups of datapoints (see rollup.go).
+	TableLatest = "datapoints_latest"
+	TableHourly = "datapoints_hourly"
 )
 
 // SchemaVersion is the schema this code writes. Migrate records it in
 // schema_migrations; bump it (and add the columns to the definitions below)
 // whenever the schema changes.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // column is one column of a table: its type, and the DEFAULT expression
 // used when it is added to an existing table or left out of an INSERT.
@@ -233,6 +236,46 @@ var schema = []tableDef{
 			{name: "applied_at", typ: "DateTime('UTC')"},
 		},
 		engine: "ReplacingMergeTree ORDER BY version",
+	},
+	{
+		// The newest point of each variable, recomputed after every load
+		// that touched the variable (rollup.go).
+		name: TableLatest,
+		columns: []column{
+			{name: "variable_id", typ: "String"},
+			{name: "device_id", typ: "String"},
+			{name: "device_label", typ: "String"},
+			{name: "variable_label", typ: "String"},
+			{name: "ts_ms", typ: "Int64"},
+			{name: "ts", typ: "DateTime('UTC')"},
+			{name: "value", typ: "Float64"},
+			{name: "context", typ: "String"},
+			{name: "lat", typ: "Nullable(Float64)"},
+			{name: "lng", typ: "Nullable(Float64)"},
+			{name: "version", typ: "UInt64"},
+		},
+		// version is the time the recompute was started, after the points
+		// it covers were acknowledged: the latest recompute wins.
+		engine: "ReplacingMergeTree(version) ORDER BY variable_id",
+	},
+	{
+		// Per variable and hour, the aggregates of its points.
+		name: TableHourly,
+		columns: []column{
+			{name: "variable_id", typ: "String"},
+			{name: "device_id", typ: "String"},
+			{name: "hour", typ: "DateTime('UTC')"},
+			{name: "count", typ: "UInt64"},
+			{name: "sum", typ: "Float64"},
+			{name: "min", typ: "Float64"},
+			{name: "max", typ: "Float64"},
+			{name: "first_value", typ: "Float64"},
+			{name: "last_value", typ: "Float64"},
+			{name: "first_ts_ms", typ: "Int64"},
+			{name: "last_ts_ms", typ: "Int64"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) PARTITION BY toYYYYMM(hour) ORDER BY (variable_id, hour)",
 	},
 }
 

@@ -1,0 +1,258 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// The analyst tables, datapoints_latest and datapoints_hourly, are rollups
+// of datapoints that stay exact: each row is recomputed, by one INSERT ...
+// SELECT over `datapoints FINAL`, every time a load touches its variable or
+// hour. A materialized view cannot do this: it sees every re-read row as a
+// new one and would count it twice.
+//
+// Why a recompute replaces the old row deterministically. A row's version
+// is NextVersion taken when the recompute starts, after the points it is
+// for were acknowledged, and ClickHouse takes the statement's snapshot of
+// datapoints after that. Let the last load that changes a row's aggregate be
+// acknowledged at time T. The recompute that follows it takes a version
+// above T; every recompute with a greater version took its snapshot later
+// still, so it saw that load and every earlier one, and computes the same
+// row. Recomputes with smaller versions lose the merge whatever order their
+// INSERTs land in, so two racing recomputes (two overlapping cycles, a cycle
+// and `fleetsync rollup`) leave the exact row. This relies on the versions
+// of writers on different hosts following their clocks, like the versions
+// of datapoints do.
+//
+// Rows are never deleted: fleetsync never deletes a point, so an hour
+// never loses one, and every hour that had a row still has points.
+//
+// Every statement reaches its tables by Client.Table and filters on
+// variable_id, which makes it run unchanged when the names are Distributed
+// tables sharded by variable_id: every version of a point, and every row
+// of its hour, is on the shard the variable hashes to.
+
+// rollupBatch bounds the variables of one recompute statement, so the
+// statement stays a few tens of kilobytes.
+const rollupBatch = 500
+
+const hourMs = 3600 * 1000
+
+// hourStart is the start of ms's hour, in ms.
+func hourStart(ms int64) int64 {
+	h := ms - ms%hourMs
+	if ms < 0 && ms%hourMs != 0 {
+		h -= hourMs
+	}
+	return h
+}
+
+// Recompute implements pipeline.Rollup: the hourly rows of every hour the
+// ranges cover, and the latest row of each variable, replaced by aggregates
+// over the deduplicated points.
+//
+// The latest row is read from the points at or after the range's end
+// alone: that end is a loaded point, so the newest point of the variable is
+// among them, and a backfill of a month reads one hour for it, not the
+// month again.
+//
+// Variables whose ranges start and end in nearly the same hours share
+// statements (see batches): a cycle reads every variable from its mark
+// minus the lookback to now, a backfill every variable over its range.
+func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
+	// The two tables are independent: their statements run side by side,
+	// on two of the pool's connections, since each is one thread's work
+	// on the server.
+	var hourlyErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, b := range batches(touched, func(t pipeline.Touched) window { return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs} }) {
+			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
+				return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.NextVersion()))
+			}); err != nil {
+				hourlyErr = fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(b.ids), msUTC(b.from), msUTC(b.to), err)
+				return
+			}
+		}
+	}()
+	var latestErr error
+	for _, b := range batches(touched, func(t pipeline.Touched) window { return window{from: hourStart(t.ToMs)} }) {
+		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.NextVersion()))
+		}); err != nil {
+			latestErr = fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(b.ids), msUTC(b.from), err)
+			break
+		}
+	}
+	<-done
+	// One line, as every error the CLI prints.
+	switch {
+	case hourlyErr != nil && latestErr != nil:
+		return fmt.Errorf("%w; %w", hourlyErr, latestErr)
+	case hourlyErr != nil:
+		return hourlyErr
+	}
+	return latestErr
+}
+
+// window is a range of POSIX ms, [from, to); to is 0 for "to the end".
+type window struct{ from, to int64 }
+
+// batch is one recompute statement: variables and the window it reads.
+type batch struct {
+	window
+	ids []string
+}
+
+// batchSlack is how much longer than its own window a batch may make a
+// variable's: the recompute reads that variable's points over the batch's
+// window, so a little slack lets the variables of a backfill, whose ranges
+// start and end at slightly different times, share one statement, while a
+// variable with a late point a week back does not make the others read
+// the week.
+const batchSlack = 6 * hourMs
+
+// batches groups the touched variables into statements: sorted by the
+// window of returns, a variable joins the current batch while the batch's
+// window stays within batchSlack of its own and of every member's, up to
+// rollupBatch variables. A window with to = 0 is open-ended.
+func batches(touched []pipeline.Touched, of func(pipeline.Touched) window) []batch {
+	type item struct {
+		w  window
+		id string
+	}
+	items := make([]item, len(touched))
+	for i, t := range touched {
+		items[i] = item{of(t), t.VariableID}
+	}
+	sort.Slice(items, func(i, j int) bool {
+		a, b := items[i].w, items[j].w
+		return a.from < b.from || (a.from == b.from && a.to < b.to)
+	})
+	var out []batch
+	var minLen int64 // the shortest member window of the current batch
+	for _, it := range items {
+		if n := len(out); n > 0 && len(out[n-1].ids) < rollupBatch {
+			cur := &out[n-1]
+			// Sorted by from: the union starts at cur.from.
+			to := max(cur.to, it.w.to)
+			if cur.to == 0 || it.w.to == 0 {
+				to = 0
+			}
+			grow := it.w.from - cur.from // an open window grows by its start
+			if to != 0 {
+				grow = max(to-cur.from-minLen, to-cur.from-(it.w.to-it.w.from))
+			}
+			if (to == 0) == (cur.to == 0) && grow <= batchSlack {
+				cur.to = to
+				cur.ids = append(cur.ids, it.id)
+				minLen = min(minLen, it.w.to-it.w.from)
+				continue
+			}
+		}
+		out = append(out, batch{window: it.w, ids: []string{it.id}})
+		minLen = it.w.to - it.w.from
+	}
+	return out
+}
+
+// pointsWhere selects the points of the variables in `in` from from (ms) on,
+// and before to when to > 0. Both ts_ms (the sorting key) and ts (the
+// partition key) are bounded, so ClickHouse reads only the parts and
+// granules concerned. Filtering FINAL on these columns is exact: every
+// version of a point has the same variable_id, ts_ms and ts.
+func pointsWhere(in string, from, to int64) string {
+	w := "variable_id IN (" + in + ") AND ts_ms >= " + strconv.FormatInt(from, 10) +
+		" AND ts >= toDateTime(" + strconv.FormatInt(max(from, 0)/1000, 10) + ")"
+	if to > 0 {
+		w += " AND ts_ms < " + strconv.FormatInt(to, 10) +
+			" AND ts <= toDateTime(" + strconv.FormatInt(max(to, 0)/1000, 10) + ")"
+	}
+	return w
+}
+
+// hourlyColumns are datapoints_hourly's columns in the order the recompute
+// writes them.
+const hourlyColumns = "variable_id, device_id, hour, count, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version"
+
+// hourlyAggregates is the SELECT list that computes an hourly row from
+// datapoints rows, without the version. first_value and last_value need no
+// tie-break: under FINAL a variable has one row per ts_ms.
+const hourlyAggregates = "variable_id, argMax(device_id, ts_ms), toStartOfHour(ts) AS hour, count(), sum(value), min(value), max(value), " +
+	"argMin(value, ts_ms), argMax(value, ts_ms), min(ts_ms), max(ts_ms)"
+
+func (c *Client) hourlySQL(in string, from, to int64, version uint64) string {
+	return "INSERT INTO " + c.Table(TableHourly) + " (" + hourlyColumns + ") SELECT " + hourlyAggregates + ", " +
+		strconv.FormatUint(version, 10) + " FROM " + c.Table(TableDatapoints) + " FINAL WHERE " + pointsWhere(in, from, to) +
+		" GROUP BY variable_id, hour"
+}
+
+const latestColumns = "variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng, version"
+
+// latestAggregate picks the newest point of each variable as one tuple:
+// argMax over the Nullable lat and lng alone would skip the points without
+// a position and return an older point's.
+const latestAggregate = "variable_id, argMax(tuple(device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng), ts_ms) AS p"
+
+const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, p.8, p.9"
+
+// latestSQL recomputes the latest rows from the points at or after from:
+// the newest point of a variable is among them whenever it has a point
+// there, and Recompute only asks for variables that do.
+func (c *Client) latestSQL(in string, from int64, version uint64) string {
+	return "INSERT INTO " + c.Table(TableLatest) + " (" + latestColumns + ") SELECT " + latestFields + ", " +
+		strconv.FormatUint(version, 10) + " FROM (SELECT " + latestAggregate + " FROM " + c.Table(TableDatapoints) +
+		" FINAL WHERE " + pointsWhere(in, from, 0) + " GROUP BY variable_id)"
+}
+
+// msUTC formats a POSIX-ms timestamp for errors.
+func msUTC(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
+
+// quotedList is ids as a list of ClickHouse string literals.
+func quotedList(ids []string) string {
+	var b strings.Builder
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\'')
+		for j := 0; j < len(id); j++ {
+			if ch := id[j]; ch == '\'' || ch == '\\' {
+				b.WriteByte('\\')
+			}
+			b.WriteByte(id[j])
+		}
+		b.WriteByte('\'')
+	}
+	return b.String()
+}
+
+// RollupVariables lists the variables with points in [from, to] (POSIX
+// ms, inclusive) as ranges for Recompute: what `fleetsync rollup` rebuilds.
+func (c *Client) RollupVariables(ctx context.Context, from, to int64) ([]pipeline.Touched, error) {
+	rows, err := c.conn.Query(ctx, "SELECT DISTINCT variable_id FROM "+c.Table(TableDatapoints)+" WHERE "+
+		"ts_ms >= ? AND ts_ms <= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)", from, to, max(from, 0)/1000, max(to, 0)/1000)
+	if err != nil {
+		return nil, fmt.Errorf("list the variables with points in [%s, %s]: %w", msUTC(from), msUTC(to), err)
+	}
+	defer rows.Close()
+	var out []pipeline.Touched
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list the variables with points: %w", err)
+		}
+		out = append(out, pipeline.Touched{VariableID: id, FromMs: from, ToMs: to})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list the variables with points: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,67 @@
+package clickhouse
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+func hourly(t pipeline.Touched) window {
+	return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs}
+}
+
+func latest(t pipeline.Touched) window { return window{from: hourStart(t.ToMs)} }
+
+func TestBatchesShareStatementsOnlyWithinSlack(t *testing.T) {
+	const now = int64(1_800_000_000_000)
+	const month = 30 * 24 * hourMs
+	var backfill []pipeline.Touched
+	for i := range 1000 {
+		// Ranges that start and end up to three hours apart.
+		off := int64(i%180) * 60 * 1000
+		backfill = append(backfill, pipeline.Touched{VariableID: fmt.Sprint("v", i), FromMs: now - month + off, ToMs: now - off})
+	}
+	incremental := []pipeline.Touched{
+		{VariableID: "a", FromMs: now - hourMs, ToMs: now},
+		{VariableID: "b", FromMs: now - hourMs + 5, ToMs: now - 3},
+		{VariableID: "late", FromMs: now - 7*24*hourMs, ToMs: now},
+		{VariableID: "c", FromMs: now - 2*hourMs, ToMs: now - hourMs},
+	}
+	for _, tc := range []struct {
+		name    string
+		touched []pipeline.Touched
+		of      func(pipeline.Touched) window
+		want    []int // variables per batch
+	}{
+		{"a backfill's ranges share statements of rollupBatch", backfill, hourly, []int{500, 500}},
+		{"a late point a week back reads the week alone", incremental, hourly, []int{1, 3}},
+		{"latest rows of a cycle read from the same hours", incremental, latest, []int{4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := batches(tc.touched, tc.of)
+			var sizes []int
+			seen := map[string]bool{}
+			for _, b := range got {
+				sizes = append(sizes, len(b.ids))
+				for _, id := range b.ids {
+					seen[id] = true
+					for _, tt := range tc.touched {
+						if tt.VariableID == id {
+							w := tc.of(tt)
+							if w.from < b.from || (b.to != 0 && w.to > b.to) {
+								t.Errorf("batch %+v does not cover %s's window %+v", b.window, id, w)
+							}
+						}
+					}
+				}
+			}
+			if fmt.Sprint(sizes) != fmt.Sprint(tc.want) {
+				t.Errorf("batch sizes %v, want %v", sizes, tc.want)
+			}
+			if len(seen) != len(tc.touched) {
+				t.Errorf("%d of %d variables in a batch", len(seen), len(tc.touched))
+			}
+		})
+	}
+}

@@ -1,0 +1,65 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// StageRollup is the recompute of the analyst tables (datapoints_latest,
+// datapoints_hourly) for what a pass loaded. It runs inside the move stage,
+// each time the committer writes marks, and is timed under this label.
+const StageRollup = "rollup"
+
+// Touched is the range of timestamps (POSIX ms, inclusive) of the points
+// loaded for one variable: every hour between FromMs and ToMs is
+// recomputed. A range rather than the set of hours keeps collecting it to
+// two comparisons per row; an hour inside it that got no new point is
+// recomputed to the same row, which costs a little and is never wrong.
+type Touched struct {
+	VariableID   string
+	FromMs, ToMs int64
+}
+
+// widen extends t to cover the span s; first says t holds nothing yet.
+func (t *Touched) widen(id string, first bool, s Span) {
+	if first {
+		*t = Touched{VariableID: id, FromMs: s.MinTsMs, ToMs: s.MaxTsMs}
+		return
+	}
+	t.FromMs = min(t.FromMs, s.MinTsMs)
+	t.ToMs = max(t.ToMs, s.MaxTsMs)
+}
+
+// Rollup keeps the analyst tables exact: Recompute replaces the rows of
+// every hour each Touched range covers, and the latest row of each of its
+// variables, with aggregates over the deduplicated points. It is called only
+// after ClickHouse acknowledged the points of the ranges, and before their
+// marks are committed.
+type Rollup interface {
+	Recompute(ctx context.Context, touched []Touched) error
+}
+
+// rollUp recomputes the rollups of touched, timed as StageRollup. Points
+// are never deleted by fleetsync, so an hour never loses points and a
+// recompute only ever replaces rows, never has to remove one.
+func (p *pass) rollUp(ctx context.Context, touched []Touched) error {
+	if len(touched) == 0 || p.e.opts.Rollup == nil {
+		return nil
+	}
+	start := time.Now()
+	// Like the loads, a rollup finishes when the run is cancelled: its
+	// points are loaded, and the marks wait for it.
+	err := p.e.opts.Rollup.Recompute(context.WithoutCancel(ctx), touched)
+	took := time.Since(start)
+	p.e.m.stageDuration.WithLabelValues(StageRollup).Observe(took.Seconds())
+	// Only the committer calls rollUp; res reads it after the committer ended.
+	p.rolledFor += took
+	ok := 1.0
+	if err != nil {
+		ok = 0
+		err = fmt.Errorf("recompute the rollups of %d variables: %w", len(touched), err)
+	}
+	p.e.m.stageSuccess.WithLabelValues(StageRollup).Set(ok)
+	return err
+}
