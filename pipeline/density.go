@@ -160,17 +160,20 @@ func remainder(start, end, reach int64, open bool, limit int, innerLo, innerHi i
 
 // minimumRequests is the fewest raw-series requests the limit allows for
 // the points loaded per variable: each variable needs ceil(points/limit)
-// frames (one at least, to learn it is empty), and a request carries up to
-// perRequest frames.
+// frames (one at least, to learn it is empty); a request carries up to
+// perRequest frames, and one frame of each variable, since it has one
+// window for all of them.
 func minimumRequests(points []int64, limit, perRequest int) int64 {
 	if limit <= 0 {
 		limit = 1 << 62
 	}
-	var frames int64
+	var frames, most int64
 	for _, n := range points {
-		frames += max((n+int64(limit)-1)/int64(limit), 1)
+		f := max((n+int64(limit)-1)/int64(limit), 1)
+		frames += f
+		most = max(most, f)
 	}
-	return (frames + int64(perRequest) - 1) / int64(max(perRequest, 1))
+	return max((frames+int64(perRequest)-1)/int64(max(perRequest, 1)), most)
 }
 
 // proveWhole tries the proofs of steps 1 and 2 (see the top of this file)

@@ -279,6 +279,7 @@ func TestMinimumRequestsPacksTheFramesEachVariableNeeds(t *testing.T) {
 		{[]int64{0, 0, 1}, 10, 50, 1},
 		{[]int64{10001, 5}, 10000, 1, 3},
 		{[]int64{7}, 0, 50, 1},
+		{[]int64{25000, 25000, 25000, 25000}, 10000, 50, 3},
 	}
 	for _, c := range cases {
 		if got := minimumRequests(c.points, c.limit, c.perReq); got != c.want {
