@@ -30,6 +30,8 @@ type frameSink struct {
 	// frameTs holds the timestamps of the current frame, for the proof
 	// of a cut frame (density.go).
 	frameTs []int64
+	// frameLoaded counts the current frame's rows in spans so far.
+	frameLoaded int
 	// touched is set once any part of the response reached the sink.
 	touched bool
 }
@@ -64,7 +66,38 @@ func (s *frameSink) Point(i int, p Point) error {
 	if p.TsMs > s.frameMax {
 		s.frameMax = p.TsMs
 	}
+	if s.chunk.Len() >= maxChunkRows {
+		// A long frame does not wait for its end in the chunk: the chunk,
+		// hence the memory, stays at maxChunkRows whatever the limit and
+		// the response size. Its rows so far become a span of their own.
+		s.p.mu.Lock()
+		s.closeSpan(t)
+		s.p.mu.Unlock()
+		s.frameMax = 0
+		s.nextChunk()
+	}
 	return nil
+}
+
+// closeSpan ends the span of the current frame's rows in the chunk, which
+// holds t until they are acknowledged. Caller holds s.p.mu.
+func (s *frameSink) closeSpan(t *targetState) {
+	n := s.chunk.Len() - s.frameStart
+	if n <= 0 {
+		return
+	}
+	s.chunk.Spans = append(s.chunk.Spans, Span{VariableID: t.Variable.ID, Rows: n, MaxTsMs: s.frameMax})
+	t.pending++
+	s.frameLoaded += n
+}
+
+// nextChunk hands the chunk to the loaders and starts an empty one.
+func (s *frameSink) nextChunk() {
+	s.p.handoff(s.chunk)
+	s.chunk = s.p.pool.Get().(*Batch)
+	s.chunk.Reset()
+	s.reqStart, s.reqBytes, s.reqSpans = 0, 0, 0
+	s.frameStart, s.frameBytes = 0, 0
 }
 
 func (s *frameSink) EndFrame(i int, rows int) error {
@@ -73,7 +106,6 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
 	}
 	t := s.req.targets[i]
-	b := s.chunk
 	// A closed window of one millisecond is complete however many rows it
 	// returned: the table keeps one point per variable and timestamp.
 	whole := s.req.start == s.req.end && !s.req.open
@@ -84,10 +116,10 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 	// future point may be among the rows it lost.
 	cut := s.limit > 0 && rows >= s.limit && !whole
 	s.p.mu.Lock()
-	n := b.Len() - s.frameStart
+	s.closeSpan(t)
 	if cut {
 		st := s.frame
-		st.futureSeen, st.loaded = s.frameFuture, n
+		st.futureSeen, st.loaded = s.frameFuture, s.frameLoaded
 		slices.Sort(s.frameTs)
 		s.cut = append(s.cut, cutFrame{t: t, stats: st, count: -1, ts: s.frameTs})
 		s.frameTs = nil
@@ -95,20 +127,12 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 		t.futureMs = earliest(t.futureMs, s.frameFuture)
 		s.frameTs = s.frameTs[:0]
 	}
-	if n > 0 {
-		b.Spans = append(b.Spans, Span{VariableID: t.Variable.ID, Rows: n, MaxTsMs: s.frameMax})
-		t.pending++
-	}
 	s.p.mu.Unlock()
-	s.frameMax, s.frameFuture, s.frame = 0, 0, frameStats{}
-	if b.Len() >= maxChunkRows {
-		s.p.handoff(b)
-		b = s.p.pool.Get().(*Batch)
-		b.Reset()
-		s.chunk = b
-		s.reqStart, s.reqBytes, s.reqSpans = 0, 0, 0
+	s.frameMax, s.frameFuture, s.frame, s.frameLoaded = 0, 0, frameStats{}, 0
+	if s.chunk.Len() >= maxChunkRows {
+		s.nextChunk()
 	}
-	s.frameStart, s.frameBytes = b.Len(), b.Bytes
+	s.frameStart, s.frameBytes = s.chunk.Len(), s.chunk.Bytes
 	return nil
 }
 

@@ -59,6 +59,7 @@ type cycleLog struct {
 	RowsServed          int64   `json:"rows_served"`
 	RowsServedPerLoaded float64 `json:"rows_served_per_loaded"`
 	CountRequests       int64   `json:"count_requests"`
+	Reloaded            int64   `json:"reloaded"`
 }
 
 // parseCycleLog finds the cycle summary in a fleetsync JSON log.
@@ -115,7 +116,9 @@ func (b *bench) runSync(ctx context.Context, name, cfg string, sim *simProc, db 
 	if r.log, err = parseCycleLog(logPath); err != nil {
 		return r, err
 	}
-	if r.rows, err = b.count(ctx, db+".datapoints"); err != nil {
+	// FINAL: a cut frame's edge rows are loaded twice, and the table keeps
+	// one of each point.
+	if r.rows, err = b.count(ctx, db+".datapoints FINAL"); err != nil {
 		return r, err
 	}
 	return r, nil
@@ -182,7 +185,7 @@ func (st *backfillStage) prepare(ctx context.Context) error {
 	switch st.tag {
 	case "e2e":
 		st.sec = b.section(fmt.Sprintf("3. fleetsync end to end: first sync (backfill) of %d variables × %d points over 30 d", vars, st.points))
-		st.sec.note("`%s sync --config FILE` under `%s`, fleetsim (`%s`) in its own process, a fresh database per run (dropped afterwards). Rows/s = rows in `datapoints` afterwards (checked equal to the points fleetsync reports and to the fleet's (variables − 1 empty) × points) / wall time of the whole process (schema check, metadata, extract, load, commit). The runs alternate with the ceilings' runs, so background load hits both alike.",
+		st.sec.note("`%s sync --config FILE` under `%s`, fleetsim (`%s`) in its own process, a fresh database per run (dropped afterwards). Rows/s = rows in `datapoints FINAL` afterwards (checked equal to the distinct points fleetsync reports and to the fleet's (variables − 1 empty) × points) / wall time of the whole process (schema check, metadata, extract, load, commit). The runs alternate with the ceilings' runs, so background load hits both alike.",
 			filepath.Join(b.o.bin, "fleetsync"), map[bool]string{true: "/usr/bin/time -v", false: "wait4 rusage"}[b.useTime], filepath.Join(b.o.bin, "fleetsim"))
 		st.sec.note("%s", config)
 	case "flat":
@@ -234,8 +237,9 @@ func (st *backfillStage) run(ctx context.Context, r int) error {
 	if err != nil {
 		return err
 	}
-	if res.log.Points != res.rows || res.log.Failed != 0 || res.rows != st.want {
-		return fmt.Errorf("fleetsync reported %d points (%d failed variables) and datapoints holds %d rows; the fleet holds %d", res.log.Points, res.log.Failed, res.rows, st.want)
+	if res.log.Points-res.log.Reloaded != res.rows || res.log.Failed != 0 || res.rows != st.want {
+		return fmt.Errorf("fleetsync reported %d points (%d of them loaded again, %d failed variables) and datapoints FINAL holds %d rows; the fleet holds %d",
+			res.log.Points, res.log.Reloaded, res.log.Failed, res.rows, st.want)
 	}
 	mp := float64(res.rows) / 1e6
 	own := res.user + res.sys

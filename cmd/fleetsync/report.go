@@ -55,7 +55,7 @@ func (a *app) logSummary(what string, sum pipeline.Summary, err error) {
 		zap.Duration("lag_max", sum.LagMax), zap.Int("lagging", sum.Lagging),
 		zap.Int64("rows_served", sum.RowsServed), zap.Float64("rows_served_per_loaded", round2(sum.RowsServedPerLoaded)),
 		zap.Int64("requests_minimum", sum.MinRequests), zap.Float64("requests_per_minimum", round2(sum.RequestsPerMinimum)),
-		zap.Int64("count_requests", sum.CountRequests),
+		zap.Int64("count_requests", sum.CountRequests), zap.Int64("reloaded", sum.Reloaded),
 	}
 	if !sum.FloorMovedTo.IsZero() {
 		fields = append(fields, zap.Time("retention_floor_moved_to", sum.FloorMovedTo))
