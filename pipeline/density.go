@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"math"
 	"slices"
 
 	"go.uber.org/zap"
@@ -17,14 +18,15 @@ import (
 // the same window shows that none was missing when it was read.
 //
 //  1. The count over the request's whole window: equal, the frame was whole.
-//  2. Otherwise the count over the part strictly between the frames'
-//     greatest smallest and smallest greatest timestamp: a limit that
-//     truncates the series in time (the newest or the oldest points, in any
-//     served order) leaves that part whole. Equal to the frame's points in
-//     it, only the two ends, [start, min] and [max, end], are read again,
-//     in windows sized from the density the frame showed. When every frame
-//     came sorted newest first, the count over [min+1, end] is tried before
-//     (and [start, max-1] for oldest first): equal, only one end is left.
+//  2. Otherwise the count over the part between the frames' greatest
+//     smallest and smallest greatest timestamp: a limit that truncates the
+//     series in time (the newest or the oldest points, in any served order)
+//     leaves that part whole (its edge milliseconds too, unless they hold
+//     several points). Equal to the frame's points in it, only the two
+//     ends, [start, min-1] and [max+1, end], are read again, in windows
+//     sized from the density the frame showed. When every frame came sorted
+//     newest first, the count over [min, end] is tried before (and
+//     [start, max] for oldest first): equal, only one end is left.
 //  3. Otherwise (a limit that keeps any points, or a source without counts)
 //     the window is read again in halves.
 
@@ -126,13 +128,21 @@ func remainder(start, end, reach int64, open bool, limit int, innerLo, innerHi i
 	if density > 0 {
 		span = max(int64(per/density), 1)
 	}
+	// A side of at most the limit is one read (a frame of exactly the limit
+	// is proven whole by its count); a larger one is read in windows of
+	// densityFill of it.
+	pieces := func(n float64) int {
+		if n <= float64(limit) {
+			return 1
+		}
+		return int(math.Ceil(n / per))
+	}
 	var ws []window
-	// Below: downwards from innerLo-1; the last window reaches start. Each
-	// side holds one point already seen at its edge, hence the +1.
+	// Below: downwards from innerLo-1; the last window reaches start.
 	if innerLo > start {
 		var low []window
 		hi := innerLo - 1
-		for n := below + 1; n > per && hi-span >= start; n -= per {
+		for k := pieces(below); k > 1 && hi-span >= start; k-- {
 			low = append(low, window{start: hi - span + 1, end: hi})
 			hi -= span
 		}
@@ -148,7 +158,7 @@ func remainder(start, end, reach int64, open bool, limit int, innerLo, innerHi i
 		return ws
 	}
 	lo := innerHi + 1
-	for n := above + 1; n > per && lo+span <= end; n -= per {
+	for k := pieces(above); k > 1 && lo+span <= end; k-- {
 		ws = append(ws, window{start: lo, end: lo + span - 1})
 		lo += span
 	}
@@ -215,14 +225,14 @@ func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []
 	}
 	// Step 2. A frame served in one time order was most likely truncated
 	// at its far end, which leaves the near end whole as well: that wider
-	// window is tried first, the inside alone after it.
+	// window is tried first, the part between the edges after it. The
+	// edges' own milliseconds are counted in: the count proves them or not.
 	lo, hi := left[0].stats.min, left[0].stats.max
 	asc, desc := true, true
 	for _, c := range left {
 		lo, hi = max(lo, c.stats.min), min(hi, c.stats.max)
 		asc, desc = asc && c.stats.asc && !c.stats.desc, desc && c.stats.desc && !c.stats.asc
 	}
-	lo, hi = lo+1, min(hi-1, req.end)
 	var tries []window
 	switch {
 	case desc:

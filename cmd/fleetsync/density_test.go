@@ -24,7 +24,7 @@ func TestSyncDenseFirstSyncAtTheDefaultsIsExactInEveryRowOrder(t *testing.T) {
 			// 52 variables of exactly the limit: two requests at least.
 			{"frames of exactly the limit", 4, 13, 10000, 1.2},
 			// Variables of 2.5 limits: the cut frames' remainders.
-			{"frames of 2.5 limits", 1, 4, 25000, 0},
+			{"frames of 2.5 limits", 1, 4, 25000, 1.5},
 		} {
 			t.Run(order+"/"+c.name, func(t *testing.T) {
 				o, err := fleetsim.ParseSeriesOrder(order)
