@@ -2,8 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -41,12 +39,7 @@ func (s *orderSource) Series(ctx context.Context, req SeriesRequest, sink FrameS
 	s.series++
 	frames := make([][]Point, len(req.VariableIDs))
 	for i, id := range req.VariableIDs {
-		var in []Point
-		for _, p := range s.points[id] { // ascending
-			if p.TsMs >= req.Start && p.TsMs <= req.End {
-				in = append(in, p)
-			}
-		}
+		in := inWindow(s.points[id], req.Start, req.End) // ascending
 		if req.Limit > 0 && len(in) > req.Limit {
 			switch s.mode {
 			case keepOldestAsc:
@@ -68,12 +61,7 @@ func (s *orderSource) Series(ctx context.Context, req SeriesRequest, sink FrameS
 	}
 	s.mu.Unlock()
 	for i, in := range frames {
-		for _, p := range in {
-			if err := sink.Point(i, p); err != nil {
-				return err
-			}
-		}
-		if err := sink.EndFrame(i, len(in)); err != nil {
+		if err := serveFrame(sink, i, in); err != nil {
 			return err
 		}
 	}
@@ -288,6 +276,4 @@ func TestMinimumRequestsPacksTheFramesEachVariableNeeds(t *testing.T) {
 			t.Errorf("minimumRequests(%d variables, limit %d, %d per request) = %d, want %d", len(c.points), c.limit, c.perReq, got, c.want)
 		}
 	}
-	_ = fmt.Sprint
-	_ = rand.IntN
 }
