@@ -118,7 +118,11 @@ func remainder(start, end, reach int64, open bool, limit int, innerLo, innerHi i
 		if c.count >= 0 {
 			missing = float64(max(c.count-int64(c.stats.points), 0))
 		}
-		below, above = max(below, missing), max(above, missing)
+		// A side also holds the frame's own points there: the shared
+		// window reaches past this variable's edge when another's lies
+		// further in.
+		below = max(below, missing+float64(between(c.ts, start, innerLo-1)))
+		above = max(above, missing+float64(between(c.ts, innerHi+1, end)))
 		if span := c.stats.max - c.stats.min + 1; span > 0 {
 			density = max(density, float64(c.stats.points)/float64(span))
 		}

@@ -277,3 +277,23 @@ func TestMinimumRequestsPacksTheFramesEachVariableNeeds(t *testing.T) {
 		}
 	}
 }
+
+func TestRemainderCountsTheFramesOwnPointsInASharedSide(t *testing.T) {
+	// Two variables whose frames start 50 ms apart: the side below the
+	// later edge holds the earlier frame's first 50 points besides the 100
+	// missing ones, more than the limit of 100: two reads, not one cut.
+	seq := func(lo, hi int64) []int64 {
+		var ts []int64
+		for x := lo; x <= hi; x++ {
+			ts = append(ts, x)
+		}
+		return ts
+	}
+	a := cutFrame{stats: frameStats{points: 100, min: 1000, max: 1099}, count: 200, ts: seq(1000, 1099)}
+	b := cutFrame{stats: frameStats{points: 100, min: 1050, max: 1149}, count: 200, ts: seq(1050, 1149)}
+	got := remainder(0, 1099, 1099, false, 100, 1050, 1099, []cutFrame{a, b})
+	want := []window{{0, 969, false}, {970, 1049, false}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("remainder = %v, want %v", got, want)
+	}
+}
