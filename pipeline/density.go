@@ -15,7 +15,10 @@ import (
 // are loaded whatever the frame's fate; the proofs decide what is read
 // again. They are counts, asked after the read: points only ever arrive, so
 // a count taken after the read that equals the points the frame returned in
-// the same window shows that none was missing when it was read.
+// the same window shows that none was missing when it was read. (The spec
+// has no way to delete a point; the one way points leave, retention, makes
+// the service reject a count whose window reaches past it, and a rejected
+// count proves nothing.)
 //
 //  1. The count over the request's whole window: equal, the frame was whole.
 //  2. Otherwise the count over the part between the frames' greatest
@@ -197,7 +200,7 @@ func minimumRequests(points []int64, limit, perRequest int) int64 {
 // as re-loaded, so that the rows-served ratio counts each point once.
 func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []cutFrame {
 	cs, ok := p.e.src.(CountSource)
-	if !ok || len(cuts) == 0 || ctx.Err() != nil {
+	if !ok || len(cuts) == 0 || ctx.Err() != nil || p.noCounts.Load() {
 		p.noteReloads(cuts)
 		return cuts
 	}
@@ -209,7 +212,7 @@ func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []
 	p.counts.Add(1)
 	counts, err := cs.Count(ctx, ids, req.start, reach)
 	if err != nil || len(counts) != len(cuts) {
-		p.e.log.Debug("counting the points of cut frames failed; reading their windows again", zap.Int("variables", len(ids)), zap.Error(err))
+		p.countFailed(len(ids), err)
 		p.noteReloads(cuts)
 		return cuts
 	}
@@ -262,7 +265,7 @@ func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []
 		p.counts.Add(1)
 		got, err := cs.Count(ctx, ids, w.start, w.end)
 		if err != nil || len(got) != len(open) {
-			p.e.log.Debug("counting the points of cut frames failed; reading their windows again", zap.Int("variables", len(ids)), zap.Error(err))
+			p.countFailed(len(ids), err)
 			break
 		}
 		for k, i := range open {
@@ -283,6 +286,19 @@ func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []
 	p.mu.Unlock()
 	p.noteReloads(left)
 	return left
+}
+
+// countFailed notes a count that proved nothing. One that would fail the
+// same way again (a 4xx, an answer it could not read) stops the pass from
+// asking more: each would cost a request and prove nothing, and the cut
+// frames are read again in halves, as without counts.
+func (p *pass) countFailed(variables int, err error) {
+	if err == nil || IsRetryable(err) || p.noCounts.Swap(true) {
+		p.e.log.Debug("counting the points of cut frames failed; reading their windows again", zap.Int("variables", variables), zap.Error(err))
+		return
+	}
+	p.e.log.Warn("the service's counts cannot prove frames of rows_per_request rows whole; this run reads them again in halves instead (raising sync.rows_per_request above the points per variable avoids cut frames)",
+		zap.Error(err))
 }
 
 // noteReloads counts the rows of cut frames that their re-reads load

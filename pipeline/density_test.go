@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -31,7 +32,7 @@ type orderSource struct {
 	series   int
 	counted  int
 	onCount  func()
-	countsMu sync.Mutex
+	countErr error
 }
 
 func (s *orderSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
@@ -75,6 +76,9 @@ func (s *orderSource) Count(_ context.Context, ids []string, start, end int64) (
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.counted++
+	if s.countErr != nil {
+		return nil, s.countErr
+	}
 	out := make([]int64, len(ids))
 	for i, id := range ids {
 		for _, p := range s.points[id] {
@@ -295,5 +299,19 @@ func TestRemainderCountsTheFramesOwnPointsInASharedSide(t *testing.T) {
 	want := []window{{0, 969, false}, {970, 1049, false}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("remainder = %v, want %v", got, want)
+	}
+}
+
+func TestEngineStopsCountingOnceTheServiceCannotCount(t *testing.T) {
+	mem, targets := fixture(6, 300, 1_700_000_000_000)
+	src := &orderSource{memSource: mem, mode: keepNewestDesc, countErr: errors.New("the aggregation answer has neither value nor count")}
+	w := &memWriter{rows: map[string]map[int64]Row{}}
+	res := NewEngine(src, w, &memStore{marks: map[string]Mark{}}, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 2, MaxInFlight: 1}, nil, nil, nil).Run(context.Background(), targets)
+	if len(res.Failed) != 0 {
+		t.Fatalf("failed: %v", res.Failed)
+	}
+	checkLoaded(t, mem, w, ids(targets))
+	if src.counted != 1 || res.CountRequests != 1 {
+		t.Fatalf("%d counts asked (reported %d) after a count failed for good, want the 1 that failed", src.counted, res.CountRequests)
 	}
 }

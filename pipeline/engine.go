@@ -111,6 +111,8 @@ type pass struct {
 	// served the rows the source served in all frames.
 	counts atomic.Int64
 	served atomic.Int64
+	// noCounts is set once a count failed in a way that would repeat.
+	noCounts atomic.Bool
 }
 
 // loadPasses bounds how often a run reads again the targets whose rows
