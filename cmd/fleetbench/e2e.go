@@ -252,8 +252,10 @@ func (st *backfillStage) run(ctx context.Context, r int) error {
 	st.simCPU.add(res.simCPU / mp)
 	st.parts.add(float64(parts))
 	st.others.add(others / res.wall.Seconds())
-	st.perMinimum.add(res.log.RequestsPerMinimum)
-	st.served.add(res.log.RowsServedPerLoaded)
+	if res.log.RequestsPerMinimum > 0 { // a fleetsync that reports them
+		st.perMinimum.add(res.log.RequestsPerMinimum)
+		st.served.add(res.log.RowsServedPerLoaded)
+	}
 	b.logf("%s run %d: %d points in %.2fs (cycle %.2fs, %d requests of minimum %d, %d counts, %d splits, rows served/loaded %.2f): %.0f rows/s, peak RSS %.0f MiB, CPU %.1fs user + %.1fs sys, clickhouse %.1fs, fleetsim %.1fs, others %.1fs",
 		st.tag, r+1, res.rows, res.wall.Seconds(), res.log.Duration, res.log.Requests, res.log.RequestsMinimum, res.log.CountRequests, res.log.Splits, res.log.RowsServedPerLoaded, float64(res.rows)/res.wall.Seconds(),
 		float64(res.maxRSS)/(1<<20), res.user, res.sys, res.chCPU, res.simCPU, others)
