@@ -2,7 +2,8 @@ package pipeline
 
 // The engine moves the points of a set of targets from a Source to a Writer
 // in stages, each in a file named for it: fetch.go (the request queue's
-// workers), split.go (cut frames and failures confined to a variable),
+// workers), density.go (the proofs and remainders of frames the limit may
+// have cut), split.go (their re-reads and failures confined to a variable),
 // floor.go (the retention-floor search), rows.go (decoded points to rows),
 // load.go (the streaming loader), commit.go (acknowledgements and marks),
 // with the mark rules in marks.go. This file holds the Engine and one pass
