@@ -2,7 +2,8 @@ package pipeline
 
 // The engine moves the points of a set of targets from a Source to a Writer
 // in stages, each in a file named for it: fetch.go (the request queue's
-// workers), split.go (cut frames and failures confined to a variable),
+// workers), density.go (the proofs and remainders of frames the limit may
+// have cut), split.go (their re-reads and failures confined to a variable),
 // floor.go (the retention-floor search), rows.go (decoded points to rows),
 // load.go (the streaming loader), commit.go (acknowledgements and marks),
 // with the mark rules in marks.go. This file holds the Engine and one pass
@@ -29,7 +30,17 @@ type RunResult struct {
 	Points    int64
 	Requests  int64
 	Splits    int64
-	Failed    []*TargetError
+	// CountRequests are the count requests that tried to prove cut frames
+	// whole; RowsServed the rows the source served in all frames;
+	// MinRequests the fewest raw-series requests the limit allows for the
+	// points loaded (minimumRequests).
+	CountRequests int64
+	RowsServed    int64
+	MinRequests   int64
+	// Reloaded is the rows of cut frames loaded and then read again
+	// (Points counts them twice).
+	Reloaded int64
+	Failed   []*TargetError
 	// FloorMovedTo is the retention floor after the run when the service
 	// made it move forward; zero otherwise.
 	FloorMovedTo int64
@@ -101,6 +112,12 @@ type pass struct {
 	points    atomic.Int64
 	requests  atomic.Int64
 	splits    atomic.Int64
+	// counts are the count requests that tried to prove cut frames whole;
+	// served the rows the source served in all frames.
+	counts atomic.Int64
+	served atomic.Int64
+	// noCounts is set once a count failed in a way that would repeat.
+	noCounts atomic.Bool
 }
 
 // loadPasses bounds how often a run reads again the targets whose rows
@@ -131,6 +148,10 @@ func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
 		total.Requests += res.Requests
 		total.Splits += res.Splits
 		total.Rollup += res.Rollup
+		total.CountRequests += res.CountRequests
+		total.RowsServed += res.RowsServed
+		total.Reloaded += res.Reloaded
+		total.MinRequests = max(total.MinRequests, res.MinRequests)
 		if res.FloorMovedTo != 0 {
 			total.FloorMovedTo, floor = res.FloorMovedTo, res.FloorMovedTo
 		}
@@ -204,11 +225,20 @@ func (e *Engine) pass(ctx context.Context, targets []Target, floor int64) RunRes
 		Points:   p.points.Load(),
 		Requests: p.requests.Load(),
 		Splits:   p.splits.Load(),
+
+		CountRequests: p.counts.Load(),
+		RowsServed:    p.served.Load(),
 	}
 	p.mu.Lock()
 	res.Completed = p.complete
 	res.Failed = p.failed
+	perVar := make([]int64, len(states))
+	for i, ts := range states {
+		perVar[i] = ts.points - ts.reloaded
+		res.Reloaded += ts.reloaded
+	}
 	p.mu.Unlock()
+	res.MinRequests = minimumRequests(perVar, e.opts.RowsPerRequest, e.opts.VariablesPerRequest)
 	// Targets never finished (the run was cancelled) count as failed, so the
 	// caller reports them and their marks stay where they were.
 	for _, ts := range states {

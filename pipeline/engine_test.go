@@ -56,28 +56,39 @@ func (s *memSource) Series(ctx context.Context, req SeriesRequest, sink FrameSin
 	}
 	s.mu.Unlock()
 	for i, id := range req.VariableIDs {
-		var in []Point
-		for _, p := range s.points[id] {
-			if p.TsMs >= req.Start && p.TsMs <= req.End {
-				in = append(in, p)
-			}
-		}
+		in := inWindow(s.points[id], req.Start, req.End)
 		if req.Limit > 0 && len(in) > req.Limit {
 			s.mu.Lock()
 			s.rng.Shuffle(len(in), func(a, b int) { in[a], in[b] = in[b], in[a] })
 			s.mu.Unlock()
 			in = in[:req.Limit]
 		}
-		for _, p := range in {
-			if err := sink.Point(i, p); err != nil {
-				return err
-			}
-		}
-		if err := sink.EndFrame(i, len(in)); err != nil {
+		if err := serveFrame(sink, i, in); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// inWindow is a copy of the points in [start, end].
+func inWindow(points []Point, start, end int64) []Point {
+	var in []Point
+	for _, p := range points {
+		if p.TsMs >= start && p.TsMs <= end {
+			in = append(in, p)
+		}
+	}
+	return in
+}
+
+// serveFrame hands one frame to the sink.
+func serveFrame(sink FrameSink, i int, in []Point) error {
+	for _, p := range in {
+		if err := sink.Point(i, p); err != nil {
+			return err
+		}
+	}
+	return sink.EndFrame(i, len(in))
 }
 
 type memWriter struct {
@@ -203,8 +214,8 @@ func TestEngineReReadsFramesCutByLimitInAnyOrder(t *testing.T) {
 			t.Errorf("mark of %s = %d, want the greatest loaded timestamp %d", id, got, want)
 		}
 	}
-	if res.Points != 7000 {
-		t.Errorf("reported %d points loaded, want 7000 (cut frames must not be loaded)", res.Points)
+	if got := res.Points - res.Reloaded; got != 7000 {
+		t.Errorf("reported %d points loaded of which %d re-loaded: %d distinct, want 7000", res.Points, res.Reloaded, got)
 	}
 }
 

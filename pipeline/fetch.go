@@ -23,6 +23,9 @@ type targetState struct {
 	// frame, or a lower bound of it (0 when none).
 	futureMs int64
 	points   int64
+	// reloaded is the rows loaded from cut frames whose windows are read
+	// again: points counts them twice.
+	reloaded int64
 	err      error
 }
 
@@ -102,6 +105,7 @@ func (p *pass) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 	p.requests.Add(1)
 	err := p.e.src.Series(ctx, SeriesRequest{VariableIDs: ids, Start: req.start, End: req.seriesEnd(), Limit: p.e.opts.RowsPerRequest}, sink)
 	chunk = sink.chunk
+	p.served.Add(sink.served)
 	if err != nil {
 		// Frames of this request not yet handed off are discarded; the whole
 		// request is read again or fails.
@@ -116,7 +120,7 @@ func (p *pass) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 		p.retryOrFail(ctx, req, err, sink.touched)
 		return chunk
 	}
-	p.finishRequest(req, sink.cut)
+	p.finishRequest(req, p.proveWhole(ctx, req, sink.cut))
 	return chunk
 }
 

@@ -27,6 +27,10 @@ type Metrics struct {
 	retentionFloorMoved prometheus.Counter
 	stageDuration       *prometheus.HistogramVec
 	stageSuccess        *prometheus.GaugeVec
+	// Density-aware reads (density.go), of the last cycle or backfill.
+	rowsServedPerLoaded prometheus.Gauge
+	requestsPerMinimum  prometheus.Gauge
+	countRequests       prometheus.Counter
 }
 
 // NewMetrics creates the pipeline metrics and registers them on reg (nil
@@ -72,13 +76,20 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.01, 4, 10)}, []string{"stage"}),
 		stageSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetsync_stage_success",
 			Help: "1 when the stage's last run succeeded, 0 when it failed, by stage."}, []string{"stage"}),
+		rowsServedPerLoaded: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_series_rows_served_per_loaded",
+			Help: "Rows the source served per distinct point loaded, in the last cycle or backfill that read any (1 is no waste)."}),
+		requestsPerMinimum: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_series_requests_per_minimum",
+			Help: "Raw-series requests per the fewest the configured limit allows (ceil(points/rows_per_request) frames per variable, variables_per_request frames per request), in the last cycle or backfill that read any."}),
+		countRequests: prometheus.NewCounter(prometheus.CounterOpts{Name: "fleetsync_series_count_requests_total",
+			Help: "Count requests (aggregation POST) asked to prove frames of rows_per_request rows whole."}),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.pointsLoaded, m.requestRetries, m.loadRetries, m.cycles, m.cycleDuration,
 		m.lastCycleStart, m.lastSuccess, m.lastCycleSuccess, m.variablesFailed, m.variablesSynced, m.lag, m.lagMax,
-		m.lagging, m.lagThreshold, m.scheduleInterval, m.retentionFloorMoved, m.stageDuration, m.stageSuccess} {
+		m.lagging, m.lagThreshold, m.scheduleInterval, m.retentionFloorMoved, m.stageDuration, m.stageSuccess,
+		m.rowsServedPerLoaded, m.requestsPerMinimum, m.countRequests} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register the pipeline's metrics: %w", err)
 		}

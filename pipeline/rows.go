@@ -2,10 +2,12 @@ package pipeline
 
 import (
 	"fmt"
+	"slices"
 )
 
-// frameSink appends decoded rows to the fetcher's chunk, drops frames cut by
-// the limit and hands full chunks to the loaders at frame boundaries.
+// frameSink appends decoded rows to the fetcher's chunk, notes the frames
+// the limit may have cut (see density.go) and hands full chunks to the
+// loaders at frame boundaries.
 type frameSink struct {
 	p     *pass
 	req   *request
@@ -20,7 +22,16 @@ type frameSink struct {
 	// frameFuture is the earliest timestamp after the target's end in the
 	// current frame (0 when none).
 	frameFuture int64
-	cut         []*targetState
+	// frame describes the current frame as served; served sums the rows
+	// of every frame.
+	frame  frameStats
+	served int64
+	cut    []cutFrame
+	// frameTs holds the timestamps of the current frame, for the proof
+	// of a cut frame (density.go).
+	frameTs []int64
+	// frameLoaded counts the current frame's rows in spans so far.
+	frameLoaded int
 	// touched is set once any part of the response reached the sink.
 	touched bool
 }
@@ -33,6 +44,8 @@ func (s *frameSink) Point(i int, p Point) error {
 		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
 	}
 	t := s.req.targets[i]
+	s.frame.add(p.TsMs)
+	s.frameTs = append(s.frameTs, p.TsMs)
 	if p.TsMs < t.start {
 		return nil // already loaded by an earlier cycle; the request reached back for a neighbour
 	}
@@ -56,7 +69,38 @@ func (s *frameSink) Point(i int, p Point) error {
 	if p.TsMs > s.frameMax {
 		s.frameMax = p.TsMs
 	}
+	if s.chunk.Len() >= maxChunkRows {
+		// A long frame does not wait for its end in the chunk: the chunk,
+		// hence the memory, stays at maxChunkRows whatever the limit and
+		// the response size. Its rows so far become a span of their own.
+		s.p.mu.Lock()
+		s.closeSpan(t)
+		s.p.mu.Unlock()
+		s.frameMax = 0
+		s.nextChunk()
+	}
 	return nil
+}
+
+// closeSpan ends the span of the current frame's rows in the chunk, which
+// holds t until they are acknowledged. Caller holds s.p.mu.
+func (s *frameSink) closeSpan(t *targetState) {
+	n := s.chunk.Len() - s.frameStart
+	if n <= 0 {
+		return
+	}
+	s.chunk.Spans = append(s.chunk.Spans, Span{VariableID: t.Variable.ID, Rows: n, MinTsMs: s.frameMin, MaxTsMs: s.frameMax})
+	t.pending++
+	s.frameLoaded += n
+}
+
+// nextChunk hands the chunk to the loaders and starts an empty one.
+func (s *frameSink) nextChunk() {
+	s.p.handoff(s.chunk)
+	s.chunk = s.p.pool.Get().(*Batch)
+	s.chunk.Reset()
+	s.reqStart, s.reqBytes, s.reqSpans = 0, 0, 0
+	s.frameStart, s.frameBytes = 0, 0
 }
 
 func (s *frameSink) EndFrame(i int, rows int) error {
@@ -65,32 +109,33 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
 	}
 	t := s.req.targets[i]
-	b := s.chunk
 	// A closed window of one millisecond is complete however many rows it
 	// returned: the table keeps one point per variable and timestamp.
 	whole := s.req.start == s.req.end && !s.req.open
-	if s.limit > 0 && rows >= s.limit && !whole {
-		b.Truncate(s.frameStart)
-		b.Bytes = s.frameBytes
-		s.cut = append(s.cut, t)
+	s.served += int64(rows)
+	// A frame the limit may have cut is loaded all the same (its rows are
+	// real points); what it leaves unread is decided once the request is
+	// over (density.go). The future it showed is not noted: an earlier
+	// future point may be among the rows it lost.
+	cut := s.limit > 0 && rows >= s.limit && !whole
+	s.p.mu.Lock()
+	s.closeSpan(t)
+	if cut {
+		st := s.frame
+		st.futureSeen, st.loaded = s.frameFuture, s.frameLoaded
+		slices.Sort(s.frameTs)
+		s.cut = append(s.cut, cutFrame{t: t, stats: st, count: -1, ts: s.frameTs})
+		s.frameTs = nil
 	} else {
-		s.p.mu.Lock()
 		t.futureMs = earliest(t.futureMs, s.frameFuture)
-		if n := b.Len() - s.frameStart; n > 0 {
-			b.Spans = append(b.Spans, Span{VariableID: t.Variable.ID, Rows: n, MinTsMs: s.frameMin, MaxTsMs: s.frameMax})
-			t.pending++
-		}
-		s.p.mu.Unlock()
+		s.frameTs = s.frameTs[:0]
 	}
-	s.frameMax, s.frameFuture = 0, 0
-	if b.Len() >= maxChunkRows {
-		s.p.handoff(b)
-		b = s.p.pool.Get().(*Batch)
-		b.Reset()
-		s.chunk = b
-		s.reqStart, s.reqBytes, s.reqSpans = 0, 0, 0
+	s.p.mu.Unlock()
+	s.frameMax, s.frameFuture, s.frame, s.frameLoaded = 0, 0, frameStats{}, 0
+	if s.chunk.Len() >= maxChunkRows {
+		s.nextChunk()
 	}
-	s.frameStart, s.frameBytes = b.Len(), b.Bytes
+	s.frameStart, s.frameBytes = s.chunk.Len(), s.chunk.Bytes
 	return nil
 }
 

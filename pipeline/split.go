@@ -61,47 +61,84 @@ func (p *pass) failRequest(req *request, err error) {
 }
 
 // finishRequest releases the request's hold on its targets and queues the
-// halves of every frame that the limit cut. An open request's halves are a
-// closed one and an open one, so the future beyond end is read once, with
-// the later half. An open request of one millisecond that is cut cannot be
-// halved: its millisecond is read closed, and the future it hid is noted as
-// starting after end, which makes the next cycle read the variable again.
-func (p *pass) finishRequest(req *request, cut []*targetState) {
+// reads that the frames the limit cut left: the two ends of the window
+// those frames did not prove whole (see remainder), or, when they proved
+// nothing, its halves. An open request's last read is open, so the future
+// beyond end is read once, with it. An open request of one millisecond
+// that is cut cannot be halved: its millisecond is read closed, and the
+// future it hid is noted as starting after end, which makes the next cycle
+// read the variable again.
+func (p *pass) finishRequest(req *request, cuts []cutFrame) {
 	p.mu.Lock()
-	if len(cut) > 0 {
-		var first, second *request
-		switch {
-		case req.start < req.end:
-			mid := req.start + (req.end-req.start)/2
-			first = &request{targets: cut, start: req.start, end: mid}
-			second = &request{targets: cut, start: mid + 1, end: req.end, open: req.open}
-		default: // an open request of one millisecond; a closed one is never cut
-			first = &request{targets: cut, start: req.start, end: req.end}
-			for _, t := range cut {
-				t.futureMs = earliest(t.futureMs, req.end+1)
+	if len(cuts) > 0 {
+		var proven, whole []cutFrame
+		for _, c := range cuts {
+			if c.inner {
+				proven = append(proven, c)
+			} else {
+				whole = append(whole, c)
 			}
 		}
-		for _, t := range cut {
-			t.pending++
-			if second != nil {
+		var next []*request
+		if len(proven) > 0 {
+			next = append(next, p.remainderReads(req, proven)...)
+		}
+		if len(whole) > 0 {
+			next = append(next, p.halves(req, whole)...)
+		}
+		for _, r := range next {
+			for _, t := range r.targets {
 				t.pending++
 			}
 		}
 		p.splits.Add(1)
-		// The halves are pushed after unlocking; pending counts them now
+		// The reads are pushed after unlocking; pending counts them now
 		// so that no target completes in between. They go to the front
 		// of the queue: finishing the variables already started before
 		// starting others lets their marks be committed as the run goes,
 		// so a run stopped midway (SIGTERM, a crash) keeps that progress.
 		defer func() {
-			if second != nil {
-				p.q.pushFront(second)
+			for i := len(next) - 1; i >= 0; i-- {
+				p.q.pushFront(next[i])
 			}
-			p.q.pushFront(first)
 		}()
 	}
 	for _, t := range req.targets {
 		p.releaseLocked(t)
 	}
 	p.mu.Unlock()
+}
+
+func targetsOf(cuts []cutFrame) []*targetState {
+	ts := make([]*targetState, len(cuts))
+	for i, c := range cuts {
+		ts[i] = c.t
+	}
+	return ts
+}
+
+// remainderReads are the reads of the ends of req's window left by cut
+// frames whose inner window a count proved whole (they share it).
+func (p *pass) remainderReads(req *request, cuts []cutFrame) []*request {
+	targets := targetsOf(cuts)
+	var next []*request
+	for _, w := range remainder(req.start, req.end, req.seriesEnd(), req.open, p.e.opts.RowsPerRequest, cuts[0].innerLo, cuts[0].innerHi, cuts) {
+		next = append(next, &request{targets: targets, start: w.start, end: w.end, open: w.open})
+	}
+	return next
+}
+
+// halves are the reads of req's window, in halves, for cut frames nothing
+// proved. Caller holds p.mu.
+func (p *pass) halves(req *request, cuts []cutFrame) []*request {
+	targets := targetsOf(cuts)
+	if req.start < req.end {
+		mid := req.start + (req.end-req.start)/2
+		return []*request{{targets: targets, start: req.start, end: mid}, {targets: targets, start: mid + 1, end: req.end, open: req.open}}
+	}
+	// An open request of one millisecond; a closed one is never cut.
+	for _, t := range targets {
+		t.futureMs = earliest(t.futureMs, req.end+1)
+	}
+	return []*request{{targets: targets, start: req.start, end: req.end}}
 }

@@ -108,7 +108,16 @@ type Summary struct {
 	Points    int64
 	Requests  int64
 	Splits    int64
-	Failed    []*TargetError
+	// CountRequests, RowsServed, Reloaded and MinRequests are the run's
+	// (see RunResult); RowsServedPerLoaded and RequestsPerMinimum the
+	// ratios reported, 0 when nothing was read.
+	CountRequests       int64
+	RowsServed          int64
+	Reloaded            int64
+	MinRequests         int64
+	RowsServedPerLoaded float64
+	RequestsPerMinimum  float64
+	Failed              []*TargetError
 	// FloorMovedTo is set when the service's retention was shorter than
 	// configured and the floor moved forward.
 	FloorMovedTo time.Time
@@ -204,6 +213,16 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 func (s *Syncer) absorb(sum *Summary, res RunResult) {
 	sum.Targets, sum.Completed = res.Targets, res.Completed
 	sum.Points, sum.Requests, sum.Splits = res.Points, res.Requests, res.Splits
+	sum.CountRequests, sum.RowsServed, sum.Reloaded, sum.MinRequests = res.CountRequests, res.RowsServed, res.Reloaded, res.MinRequests
+	s.m.countRequests.Add(float64(res.CountRequests))
+	if distinct := res.Points - res.Reloaded; distinct > 0 {
+		sum.RowsServedPerLoaded = float64(res.RowsServed) / float64(distinct)
+		s.m.rowsServedPerLoaded.Set(sum.RowsServedPerLoaded)
+	}
+	if res.MinRequests > 0 && res.Requests > 0 {
+		sum.RequestsPerMinimum = float64(res.Requests) / float64(res.MinRequests)
+		s.m.requestsPerMinimum.Set(sum.RequestsPerMinimum)
+	}
 	sum.Failed = res.Failed
 	sum.Rollup = res.Rollup
 	if res.FloorMovedTo != 0 {

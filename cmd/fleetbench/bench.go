@@ -158,7 +158,10 @@ func (b *bench) measure(ctx context.Context) error {
 		}
 	}
 	if b.o.only["flat"] {
-		b.runStages(ctx, []namedStage{{"flat", &backfillStage{b: b, tag: "flat", points: s.flatPoints, ownSim: true}}}, fail)
+		b.runStages(ctx, []namedStage{
+			{"flat", &backfillStage{b: b, tag: "flat", points: s.flatPoints, ownSim: true}},
+			{"flat", &backfillStage{b: b, tag: "flat50k", points: s.flatPoints, ownSim: true, rpr: 50000}},
+		}, fail)
 	}
 	if b.o.only["incr"] && ctx.Err() == nil {
 		b.logf("== incr")

@@ -99,8 +99,9 @@ func (st *compressionStage) finish(context.Context) {}
 // exact checks that a backfill loaded the whole fleet, want points: what
 // fleetsync reported, what datapoints holds and the fleet all agree.
 func (r syncResult) exact(want int64) error {
-	if r.log.Points != r.rows || r.log.Failed != 0 || r.rows != want {
-		return fmt.Errorf("fleetsync reported %d points (%d failed variables) and datapoints holds %d rows; the fleet holds %d", r.log.Points, r.log.Failed, r.rows, want)
+	if r.log.Points-r.log.Reloaded != r.rows || r.log.Failed != 0 || r.rows != want {
+		return fmt.Errorf("fleetsync reported %d points (%d of them loaded again, %d failed variables) and datapoints FINAL holds %d rows; the fleet holds %d",
+			r.log.Points, r.log.Reloaded, r.log.Failed, r.rows, want)
 	}
 	return nil
 }

@@ -49,7 +49,7 @@ func (b *bench) idleFleet(ctx context.Context) error {
 	defer b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
 	config := func(name string, lines ...string) (string, error) {
 		p := filepath.Join(b.dir, db+"-"+name+".yaml")
-		return p, b.syncConfig(p, sim.url, db, 10000, lines...)
+		return p, b.syncConfig(p, sim.url, db, b.o.tune.RowsPerRequest, lines...)
 	}
 	defaults, err := config("default")
 	if err != nil {

@@ -149,7 +149,7 @@ func (b *bench) incremental(ctx context.Context) error {
 	sec := b.section(fmt.Sprintf("5. Incremental cycle cost: %d devices × %d variables (%d variables, %d points each over 1 d)", s.incrDevices, s.incrVars, nvars, s.incrPoints))
 	const db = "bench_incr"
 	cfg := filepath.Join(b.dir, db+".yaml")
-	if err := b.syncConfig(cfg, sim.url, db, 10000); err != nil {
+	if err := b.syncConfig(cfg, sim.url, db, b.o.tune.RowsPerRequest); err != nil {
 		return err
 	}
 	defer b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)

@@ -56,7 +56,7 @@ func (b *bench) profiled(ctx context.Context) error {
 	w := &countingWriter{w: ch}
 	syncer := pipeline.NewSyncer(fleet.New(api, fleet.Options{MaxInFlight: t.MaxInFlight}), w, pipeline.Stages{Metadata: ch}, state.NewClickHouse(ch), pipeline.SyncOptions{
 		Engine: pipeline.EngineOptions{
-			RowsPerRequest:      b.o.sizes.points * 2,
+			RowsPerRequest:      t.RowsPerRequest,
 			VariablesPerRequest: t.VariablesPerRequest,
 			MaxInFlight:         t.MaxInFlight,
 			BatchRows:           t.BatchRows,

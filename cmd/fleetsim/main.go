@@ -127,6 +127,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts.LastActivity = m
 		return nil
 	})
+	fs.Func("series-order", "`ORDER` of a raw-series frame (join_dataframes false): newest (the newest `limit` points, newest first), oldest (the oldest, oldest first), shuffled (the newest, in random order) or newest-ascending (the newest, oldest first) (default newest)", func(v string) error {
+		o, err := fleetsim.ParseSeriesOrder(v)
+		opts.SeriesOrder = o
+		return err
+	})
 	fs.StringVar(&opts.PublicURL, "public-url", "", "`URL` (scheme, host, optional path prefix) on which the absolute URLs are built (next/previous links, url fields), as behind a proxy; default: the request's scheme and host")
 	fs.Float64Var(&opts.Live.PointsPerSecond, "live-points", 0, "live mode: new points per second (each newer than its variable's newest); 0 = off")
 	fs.Float64Var(&opts.Live.LatePointsPerSecond, "live-late-points", 0, "live mode: late points per second (behind their variable's newest); 0 = off")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"go.uber.org/zap"
@@ -52,6 +53,9 @@ func (a *app) logSummary(what string, sum pipeline.Summary, err error) {
 		zap.Int("idle", sum.Skipped), zap.Int64("points", sum.Points), zap.Int64("requests", sum.Requests),
 		zap.Int64("splits", sum.Splits), zap.Int("failed", len(sum.Failed)), zap.Duration("duration", sum.Duration),
 		zap.Duration("lag_max", sum.LagMax), zap.Int("lagging", sum.Lagging), zap.Duration("rollup", sum.Rollup),
+		zap.Int64("rows_served", sum.RowsServed), zap.Float64("rows_served_per_loaded", round2(sum.RowsServedPerLoaded)),
+		zap.Int64("requests_minimum", sum.MinRequests), zap.Float64("requests_per_minimum", round2(sum.RequestsPerMinimum)),
+		zap.Int64("count_requests", sum.CountRequests), zap.Int64("reloaded", sum.Reloaded),
 	}
 	if !sum.FloorMovedTo.IsZero() {
 		fields = append(fields, zap.Time("retention_floor_moved_to", sum.FloorMovedTo))
@@ -74,3 +78,6 @@ func (a *app) logSummary(what string, sum pipeline.Summary, err error) {
 		a.log.Info(what+" finished", fields...)
 	}
 }
+
+// round2 keeps two decimals of a ratio for the log.
+func round2(x float64) float64 { return math.Round(x*100) / 100 }

@@ -1,6 +1,7 @@
 package fleetsim
 
 import (
+	"math/rand/v2"
 	"net/http"
 )
 
@@ -89,14 +90,14 @@ func (s *Sim) postRawSeries(w http.ResponseWriter, r *http.Request, _ []string, 
 	if q.join {
 		writeJoined(st, q, lo, hi, limit)
 	} else {
-		writeFrames(st, q, lo, hi, limit)
+		writeFrames(st, q, lo, hi, limit, s.opts.SeriesOrder)
 	}
 	st.flush()
 }
 
 // writeFrames writes one frame per variable, each with its own column list;
 // every column but timestamp is prefixed with "<variable_id>.".
-func writeFrames(st *stream, q *dataQuery, lo, hi int64, limit int) {
+func writeFrames(st *stream, q *dataQuery, lo, hi int64, limit int, order SeriesOrder) {
 	kinds := make([]colKind, len(q.columns))
 	for i, c := range q.columns {
 		kinds[i] = colKinds[c]
@@ -125,24 +126,20 @@ func writeFrames(st *stream, q *dataQuery, lo, hi int64, limit int) {
 			st.buf = append(st.buf, ',')
 		}
 		st.buf = append(st.buf, '[')
-		c := vs.ser.cursor(lo, hi)
-		for k := 0; (limit < 0 || k < limit) && c.next(); k++ {
-			if k > 0 {
-				st.buf = append(st.buf, ',')
-			}
-			st.buf = append(st.buf, '[')
-			for j, kind := range kinds {
-				if j > 0 {
-					st.buf = append(st.buf, ',')
-				}
-				st.buf = appendCell(st.buf, kind, &c, vs, q.precision)
-			}
-			st.buf = append(st.buf, ']')
-			if len(st.buf) >= 32<<10 {
-				st.flush()
-				if st.err != nil {
+		if order != SeriesNewest {
+			rng := rand.New(rand.NewPCG(uint64(lo), uint64(hi)))
+			for k, c := range orderedFrame(&vs.ser, lo, hi, limit, order, rng) {
+				if !writeRow(st, k, kinds, &c, vs, q.precision) {
 					return
 				}
+			}
+			st.buf = append(st.buf, ']')
+			continue
+		}
+		c := vs.ser.cursor(lo, hi)
+		for k := 0; (limit < 0 || k < limit) && c.next(); k++ {
+			if !writeRow(st, k, kinds, &c, vs, q.precision) {
+				return
 			}
 		}
 		st.buf = append(st.buf, ']')
@@ -234,4 +231,27 @@ func writeJoined(st *stream, q *dataQuery, lo, hi int64, limit int) {
 		}
 	}
 	st.buf = append(st.buf, "]}"...)
+}
+
+// writeRow writes the k-th row of a per-variable frame at the cursor's
+// point; false when the client is gone.
+func writeRow(st *stream, k int, kinds []colKind, c *cursor, vs *varSnap, precision int) bool {
+	if k > 0 {
+		st.buf = append(st.buf, ',')
+	}
+	st.buf = append(st.buf, '[')
+	for j, kind := range kinds {
+		if j > 0 {
+			st.buf = append(st.buf, ',')
+		}
+		st.buf = appendCell(st.buf, kind, c, vs, precision)
+	}
+	st.buf = append(st.buf, ']')
+	if len(st.buf) >= 32<<10 {
+		st.flush()
+		if st.err != nil {
+			return false
+		}
+	}
+	return true
 }

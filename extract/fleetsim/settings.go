@@ -47,6 +47,10 @@ type Options struct {
 	// simulator builds, next and previous links included, in place of the
 	// request's own scheme and host, as a service behind a proxy does.
 	PublicURL string
+	// SeriesOrder chooses which points a raw-series frame cut by `limit`
+	// keeps and the order its rows come in (per-variable frames only); the
+	// zero value is SeriesNewest.
+	SeriesOrder SeriesOrder
 }
 
 // Faults describes failures injected into responses on /api/ paths; the

@@ -92,6 +92,9 @@ func New(opts Options) (*Sim, error) {
 	if err := checkFaults(opts.Faults); err != nil {
 		return nil, err
 	}
+	if opts.SeriesOrder < SeriesNewest || opts.SeriesOrder > SeriesNewestAscending {
+		return nil, fmt.Errorf("fleetsim: unknown series order %d", int(opts.SeriesOrder))
+	}
 	if opts.LastActivity < LastActivityAnyWrite || opts.LastActivity > LastActivityNone {
 		return nil, fmt.Errorf("fleetsim: unknown last activity mode %d", int(opts.LastActivity))
 	}
