@@ -132,6 +132,13 @@ type ClickHouseConfig struct {
 	DialTimeout     Duration `yaml:"dial_timeout" json:"dial_timeout"`
 	InsertTimeout   Duration `yaml:"insert_timeout" json:"insert_timeout"`
 	RetryMaxElapsed Duration `yaml:"retry_max_elapsed" json:"retry_max_elapsed"`
+	// Cluster names a cluster of the servers' remote_servers: DDL runs ON
+	// CLUSTER, tables are Replicated locals under Distributed tables of the
+	// contract's names. Empty means one server.
+	Cluster string `yaml:"cluster" json:"cluster"`
+	// ZookeeperPath prefixes the ZooKeeper path of every replicated table;
+	// it holds the {shard} macro so each shard replicates apart.
+	ZookeeperPath string `yaml:"zookeeper_path" json:"zookeeper_path"`
 }
 
 // StateConfig says where high-water marks are kept.
@@ -200,6 +207,7 @@ func Default() *Config {
 			DialTimeout:     Duration(5 * time.Second),
 			InsertTimeout:   Duration(2 * time.Minute),
 			RetryMaxElapsed: Duration(time.Minute),
+			ZookeeperPath:   "/clickhouse/tables/{shard}",
 		},
 		State: StateConfig{Backend: BackendClickHouse},
 		Metrics: MetricsConfig{

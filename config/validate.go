@@ -206,6 +206,7 @@ func (c *ClickHouseConfig) validate(p *problems) {
 	positive(p, "clickhouse.dial_timeout", c.DialTimeout, "the time a connection may take to open, e.g. 5s")
 	positive(p, "clickhouse.insert_timeout", c.InsertTimeout, "the time one insert may take, e.g. 2m")
 	positive(p, "clickhouse.retry_max_elapsed", c.RetryMaxElapsed, "how long to retry a failing insert, e.g. 1m")
+	c.validateCluster(p)
 }
 
 // validate adds the state section's problems to p.

@@ -1,0 +1,19 @@
+package state
+
+import "fmt"
+
+// LeaseName is the lease of shard index of count: two instances of one
+// index exclude each other, instances of different indexes never do. An
+// unsharded deployment (count 1) keeps the one lease it always had.
+//
+// The name holds the index only, not the count: while shard_count changes
+// (old and new instances overlapping) shard 0 of 2 and shard 0 of 3 still
+// exclude each other, and instances whose variables overlap without
+// excluding each other are safe anyway: datapoints FINAL counts a point
+// loaded twice once, and marks only move forward.
+func LeaseName(index, count int) string {
+	if count <= 1 {
+		return leaseName
+	}
+	return fmt.Sprintf("%s/shard-%d", leaseName, index)
+}
