@@ -55,15 +55,25 @@ type Options struct {
 	StartTimeout time.Duration
 	// Logger receives start/stop events; nil means zap.NewNop().
 	Logger *zap.Logger
+	// Extra is XML placed inside the configuration's root element: a
+	// cluster's remote_servers, macros, zookeeper and distributed_ddl.
+	Extra string
+	// Interserver also binds an interserver HTTP port on loopback, from
+	// which the server's replicas fetch parts.
+	Interserver bool
 }
 
 // Server is a running (or killed and resumable) clickhouse-server process.
 type Server struct {
-	binary       string
-	dir          string
-	ownDir       bool
-	tcpPort      int
-	httpPort     int
+	binary   string
+	dir      string
+	ownDir   bool
+	tcpPort  int
+	httpPort int
+	// interPort is the interserver HTTP port, 0 when none is bound.
+	interPort    int
+	interserver  bool
+	extra        string
 	startTimeout time.Duration
 	log          *zap.Logger
 	// externalAddr is set for a server this package did not start.
@@ -96,6 +106,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		tcpPort:      opts.TCPPort,
 		startTimeout: opts.StartTimeout,
 		log:          opts.Logger,
+		interserver:  opts.Interserver,
+		extra:        opts.Extra,
 	}
 	if s.binary == "" {
 		s.binary = os.Getenv(EnvBinary)
@@ -221,7 +233,7 @@ func (s *Server) Resume(ctx context.Context) error {
 	// both can be bound again rather than fail the start.
 	wctx, cancel := context.WithTimeout(ctx, s.startTimeout)
 	defer cancel()
-	for !portFree(s.tcpPort) || !portFree(s.httpPort) {
+	for !portFree(s.tcpPort) || !portFree(s.httpPort) || (s.interPort != 0 && !portFree(s.interPort)) {
 		select {
 		case <-wctx.Done():
 			return fmt.Errorf("resume clickhouse-server: ports %d/%d still busy: %w", s.tcpPort, s.httpPort, wctx.Err())
@@ -288,6 +300,11 @@ func (s *Server) pickPorts(keepTCP bool) error {
 		return err
 	}
 	s.httpPort = p
+	if s.interserver {
+		if s.interPort, err = freePort(); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -350,15 +367,20 @@ func (s *Server) launch(ctx context.Context) error {
 // leaves no server behind; that goroutine therefore keeps its OS thread until
 // the child has exited.
 func spawn(binary, dir string, out *os.File) (*process, error) {
+	cmd := exec.Command(binary, "--config-file="+filepath.Join(dir, "config.xml"))
+	cmd.Dir = dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	return spawnCmd(cmd)
+}
+
+// spawnCmd starts cmd as spawn describes, in its own process group.
+func spawnCmd(cmd *exec.Cmd) (*process, error) {
 	p := &process{done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		cmd := exec.Command(binary, "--config-file="+filepath.Join(dir, "config.xml"))
-		cmd.Dir = dir
-		cmd.Stdout = out
-		cmd.Stderr = out
 		cmd.SysProcAttr = sysProcAttr()
 		if err := cmd.Start(); err != nil {
 			started <- err
@@ -417,7 +439,7 @@ func Reachable(ctx context.Context, addr string) bool {
 
 func (s *Server) writeConfig() error {
 	var buf bytes.Buffer
-	data := map[string]any{"Dir": s.dir, "TCPPort": s.tcpPort, "HTTPPort": s.httpPort}
+	data := map[string]any{"Dir": s.dir, "TCPPort": s.tcpPort, "HTTPPort": s.httpPort, "InterPort": s.interPort, "Extra": s.extra}
 	if err := configTemplate.Execute(&buf, data); err != nil {
 		return fmt.Errorf("render clickhouse config: %w", err)
 	}
@@ -457,6 +479,11 @@ var configTemplate = template.Must(template.New("config").Parse(`<?xml version="
   <mark_cache_size>268435456</mark_cache_size>
   <uncompressed_cache_size>268435456</uncompressed_cache_size>
   <max_concurrent_queries>100</max_concurrent_queries>
+{{- if .InterPort}}
+  <interserver_http_port>{{.InterPort}}</interserver_http_port>
+  <interserver_http_host>127.0.0.1</interserver_http_host>
+{{- end}}
+{{.Extra}}
 </yandex>
 `))
 

@@ -1,0 +1,189 @@
+package chserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// ClusterOptions configures StartCluster. The zero value starts 2 shards of
+// 2 replicas named "fleet".
+type ClusterOptions struct {
+	// Name is the cluster's name in remote_servers; empty means "fleet".
+	Name string
+	// Shards and Replicas (per shard); 0 means 2 each.
+	Shards, Replicas int
+	// Server and ZooKeeper are the options of every server (its Extra,
+	// Interserver and TCPPort are set here) and of ZooKeeper.
+	Server    Options
+	ZooKeeper ZooKeeperOptions
+	// Logger receives start/stop events; nil means zap.NewNop().
+	Logger *zap.Logger
+}
+
+// DDLPath is the ZooKeeper node of the cluster's distributed DDL queue.
+const DDLPath = "/clickhouse/task_queue/ddl"
+
+// Cluster is a ZooKeeper server and clickhouse-server processes forming one
+// cluster of shards of replicas, all on loopback: the replicated, sharded
+// warehouse in miniature. Every server knows the cluster (remote_servers,
+// with internal_replication, as Replicated local tables want), its own
+// {shard} and {replica} macros, the ZooKeeper and the DDL queue.
+type Cluster struct {
+	name string
+	zk   *ZooKeeper
+	// Nodes[shard][replica], both counted from 0.
+	Nodes [][]*Server
+}
+
+// StartCluster starts ZooKeeper, then every server at once, and waits until
+// all answer. On failure whatever started is stopped.
+func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+	if opts.Name == "" {
+		opts.Name = "fleet"
+	}
+	if opts.Shards <= 0 {
+		opts.Shards = 2
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 2
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.ZooKeeper.Logger == nil {
+		opts.ZooKeeper.Logger = opts.Logger
+	}
+	zk, err := StartZooKeeper(ctx, opts.ZooKeeper)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{name: opts.Name, zk: zk}
+	// The ports go into every server's remote_servers, so they are chosen
+	// before any server starts.
+	ports := make([][]int, opts.Shards)
+	for s := range ports {
+		ports[s] = make([]int, opts.Replicas)
+		for r := range ports[s] {
+			if ports[s][r], err = freePort(); err != nil {
+				_ = c.Stop()
+				return nil, err
+			}
+		}
+	}
+	remote := remoteServers(opts.Name, ports)
+	c.Nodes = make([][]*Server, opts.Shards)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for s := range ports {
+		c.Nodes[s] = make([]*Server, opts.Replicas)
+		for r := range ports[s] {
+			o := opts.Server
+			o.TCPPort = ports[s][r]
+			o.Interserver = true
+			if o.Logger == nil {
+				o.Logger = opts.Logger
+			}
+			o.Extra = remote + fmt.Sprintf(`
+  <zookeeper>
+    <node><host>127.0.0.1</host><port>%d</port></node>
+    <session_timeout_ms>10000</session_timeout_ms>
+  </zookeeper>
+  <macros>
+    <shard>%02d</shard>
+    <replica>s%dr%d</replica>
+  </macros>
+  <distributed_ddl>
+    <path>%s</path>
+  </distributed_ddl>`, zk.Port(), s+1, s+1, r+1, DDLPath)
+			wg.Add(1)
+			go func(s, r int, o Options) {
+				defer wg.Done()
+				srv, err := Start(ctx, o)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("shard %d replica %d: %w", s+1, r+1, err))
+					return
+				}
+				c.Nodes[s][r] = srv
+			}(s, r, o)
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		_ = c.Stop()
+		return nil, fmt.Errorf("start clickhouse cluster: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// remoteServers is the cluster's remote_servers section: one shard element
+// per shard, each with internal_replication, so that a Distributed table
+// writes each row to one replica and the Replicated table copies it.
+func remoteServers(name string, ports [][]int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  <remote_servers>\n    <%s>\n", name)
+	for _, shard := range ports {
+		b.WriteString("      <shard>\n        <internal_replication>true</internal_replication>\n")
+		for _, p := range shard {
+			fmt.Fprintf(&b, "        <replica><host>127.0.0.1</host><port>%d</port></replica>\n", p)
+		}
+		b.WriteString("      </shard>\n")
+	}
+	fmt.Fprintf(&b, "    </%s>\n  </remote_servers>", name)
+	return b.String()
+}
+
+// Name is the cluster's name, for clickhouse.cluster.
+func (c *Cluster) Name() string { return c.name }
+
+// ZooKeeper is the cluster's coordinator.
+func (c *Cluster) ZooKeeper() *ZooKeeper { return c.zk }
+
+// Addrs are the native addresses of every server, shard by shard.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, shard := range c.Nodes {
+		for _, n := range shard {
+			out = append(out, n.Addr())
+		}
+	}
+	return out
+}
+
+// Stop stops every server, then ZooKeeper, each by its PID, and removes
+// their directories. It is idempotent.
+func (c *Cluster) Stop() error {
+	var wg sync.WaitGroup
+	errs := make([]error, 0, 8)
+	var mu sync.Mutex
+	for _, shard := range c.Nodes {
+		for _, n := range shard {
+			if n == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := n.Stop(); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if c.zk != nil {
+		errs = append(errs, c.zk.Stop())
+	}
+	return errors.Join(errs...)
+}
