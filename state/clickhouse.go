@@ -187,7 +187,7 @@ func (s *ClickHouse) Acquire(ctx context.Context, holder string, ttl time.Durati
 		if err := s.writeLease(ctx, holder, token, expires); err != nil {
 			return nil, fmt.Errorf("acquire lease in %s: %w", where, err)
 		}
-		back, err := s.readLease(ctx)
+		back, err := s.readBack(ctx, token, cur.token)
 		if err != nil {
 			return nil, fmt.Errorf("acquire lease in %s: %w", where, err)
 		}
@@ -199,6 +199,29 @@ func (s *ClickHouse) Acquire(ctx context.Context, holder string, ttl time.Durati
 		}
 	}
 	return nil, fmt.Errorf("acquire lease in %s: lost three claims to concurrent releases; try again", where)
+}
+
+// readBackFor bounds how long Acquire waits to see its own claim: on a
+// cluster the read may reach a replica that has not yet replicated it.
+const readBackFor = 3 * time.Second
+
+// readBack reads the lease until it shows the claim token, or any row
+// newer than the one read before claiming (token before), or readBackFor
+// passes. Only replication lag makes it wait: on one server the first read
+// shows the claim or what beat it.
+func (s *ClickHouse) readBack(ctx context.Context, token, before string) (leaseRow, error) {
+	deadline := time.Now().Add(readBackFor)
+	for {
+		back, err := s.readLease(ctx)
+		if err != nil || back.token == token || back.token != before || time.Now().After(deadline) {
+			return back, err
+		}
+		select {
+		case <-ctx.Done():
+			return back, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 type chLease struct {

@@ -142,6 +142,8 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		InsertTimeout: time.Duration(cfg.ClickHouse.InsertTimeout),
 		MaxElapsed:    time.Duration(cfg.ClickHouse.RetryMaxElapsed),
 		MaxOpenConns:  cfg.Sync.InsertWorkers + 2,
+		Cluster:       cfg.ClickHouse.Cluster,
+		ZookeeperPath: cfg.ClickHouse.ZookeeperPath,
 	}, log.Named("clickhouse"), a.reg)
 	if err != nil {
 		var ce *clickhouse.ConfigError

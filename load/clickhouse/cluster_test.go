@@ -1,0 +1,252 @@
+//go:build cluster
+
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// newClusterClient opens a client on a fresh database of the shared cluster,
+// connected to addrs (every node when nil), and migrates it.
+func newClusterClient(t *testing.T, cl *chserver.Cluster, db string, addrs []string) *Client {
+	t.Helper()
+	if addrs == nil {
+		addrs = cl.Addrs()
+	}
+	c, err := Open(context.Background(), Config{Addr: addrs, Database: db, Cluster: cl.Name(), MaxElapsed: time.Minute}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if err := c.Migrate(context.Background()); err != nil {
+		t.Fatalf("Migrate on the cluster: %v", err)
+	}
+	return c
+}
+
+// onNode opens a plain client on one node, for looking at its local tables.
+func onNode(t *testing.T, n *chserver.Server, db string) *Client {
+	t.Helper()
+	c, err := Open(context.Background(), Config{Addr: []string{n.Addr()}, Database: db}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func nodeTables(t *testing.T, n *Client) map[string]string {
+	t.Helper()
+	engines, err := n.tableEngines(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engines
+}
+
+func TestClusterMigrateCreatesEveryTableOnEveryNodeAndTwiceChangesNothing(t *testing.T) {
+	cl := chtest.Cluster(t)
+	db := chtest.ClusterDatabase(t, cl)
+	c := newClusterClient(t, cl, db, nil)
+	ctx := context.Background()
+	ddl := func() map[string]string {
+		out := map[string]string{}
+		for s, shard := range cl.Nodes {
+			for r, node := range shard {
+				n := onNode(t, node, db)
+				engines := nodeTables(t, n)
+				for _, td := range schema {
+					if e := engines[td.name]; e != "Distributed" {
+						t.Errorf("shard %d replica %d: %s has engine %q, want Distributed", s, r, td.name, e)
+					}
+					if e := engines[td.name+localSuffix]; !strings.HasPrefix(e, "Replicated") {
+						t.Errorf("shard %d replica %d: %s has engine %q, want a Replicated one", s, r, td.name+localSuffix, e)
+					}
+					for _, name := range []string{td.name, td.name + localSuffix} {
+						var text string
+						if err := n.Conn().QueryRow(ctx, "SHOW CREATE TABLE `"+db+"`.`"+name+"`").Scan(&text); err == nil {
+							out[fmt.Sprintf("%d/%d %s", s, r, name)] = text
+						}
+					}
+				}
+			}
+		}
+		var rows uint64
+		if err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+c.Table(TableSchemaMigrations)).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		out["schema_migrations rows"] = fmt.Sprint(rows)
+		return out
+	}
+	before := ddl()
+	if before["schema_migrations rows"] != "1" {
+		t.Errorf("schema_migrations holds %s rows, want 1", before["schema_migrations rows"])
+	}
+	if err := c.Migrate(ctx); err != nil {
+		t.Fatalf("second Migrate: %v", err)
+	}
+	if err := c.EnsureSchema(ctx); err != nil {
+		t.Fatalf("EnsureSchema after Migrate: %v", err)
+	}
+	after := ddl()
+	for k, b := range before {
+		if after[k] != b {
+			t.Errorf("%s changed by the second Migrate:\nbefore: %s\nafter:  %s", k, b, after[k])
+		}
+	}
+}
+
+func TestClusterMigrateRefusesToMixSingleServerAndClusterTables(t *testing.T) {
+	cl := chtest.Cluster(t)
+	ctx := context.Background()
+
+	// A single-server database on one node, then clickhouse.cluster set.
+	single := chtest.ClusterDatabase(t, cl)
+	plain, err := Open(ctx, Config{Addr: []string{cl.Nodes[0][0].Addr()}, Database: single}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	if err := plain.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	clustered, err := Open(ctx, Config{Addr: []string{cl.Nodes[0][0].Addr()}, Database: single, Cluster: cl.Name()}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer clustered.Close()
+	var le *LayoutError
+	for name, fn := range map[string]func(context.Context) error{"Migrate": clustered.Migrate, "EnsureSchema": clustered.EnsureSchema} {
+		err := fn(ctx)
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), "clickhouse.cluster") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s with a cluster over single-server tables: %v, want a one-line *LayoutError naming clickhouse.cluster", name, err)
+		}
+	}
+
+	// A cluster database, then clickhouse.cluster left empty.
+	db := chtest.ClusterDatabase(t, cl)
+	newClusterClient(t, cl, db, nil)
+	unset, err := Open(ctx, Config{Addr: []string{cl.Nodes[1][0].Addr()}, Database: db}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unset.Close()
+	if err := unset.Migrate(ctx); !errors.As(err, &le) || !strings.Contains(err.Error(), "clickhouse.cluster is empty") {
+		t.Errorf("Migrate without a cluster over cluster tables: %v, want a *LayoutError saying clickhouse.cluster is empty", err)
+	}
+}
+
+// pointsOf is n points of each of vars variables, version-free.
+func pointsOf(vars, n int) *pipeline.Batch {
+	var b pipeline.Batch
+	for v := range vars {
+		for i := range n {
+			b.Append(pipeline.Row{VariableID: fmt.Sprintf("var-%02d", v), DeviceID: "dev", TsMs: int64(1_700_000_000_000 + i*1000), Value: float64(v*1000 + i), Context: "{}"})
+		}
+	}
+	return &b
+}
+
+// localCounts is, per shard, the variables in its local datapoints table
+// with their raw (unmerged) row counts, read on every replica; replicas of a
+// shard are polled until they agree.
+func localCounts(t *testing.T, cl *chserver.Cluster, db string) []map[string]uint64 {
+	t.Helper()
+	ctx := context.Background()
+	out := make([]map[string]uint64, len(cl.Nodes))
+	for s, shard := range cl.Nodes {
+		var first map[string]uint64
+		for r, node := range shard {
+			n := onNode(t, node, db)
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				got := map[string]uint64{}
+				rows, err := n.Conn().Query(ctx, "SELECT variable_id, count() FROM `"+db+"`.`datapoints_local` GROUP BY variable_id")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var id string
+					var c uint64
+					if err := rows.Scan(&id, &c); err != nil {
+						t.Fatal(err)
+					}
+					got[id] = c
+				}
+				rows.Close()
+				if r == 0 || fmt.Sprint(got) == fmt.Sprint(first) {
+					if r == 0 {
+						first = got
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("shard %d: replica %d holds %v, replica 0 %v after 60s", s, r, got, first)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+		out[s] = first
+	}
+	return out
+}
+
+func TestClusterWritesKeepEachVariableOnOneShardAndDeduplicateOnlyIdenticalRetries(t *testing.T) {
+	cl := chtest.Cluster(t)
+	db := chtest.ClusterDatabase(t, cl)
+	c := newClusterClient(t, cl, db, nil)
+	ctx := context.Background()
+	b := pointsOf(20, 50)
+	if err := c.Write(ctx, []*pipeline.Batch{b}); err != nil {
+		t.Fatal(err)
+	}
+	// An identical retry (the same rows, the same version), as after a lost
+	// acknowledgement: Replicated dedup drops it, and it would be harmless
+	// under FINAL anyway.
+	version := c.NextVersion()
+	sc := new(scratch)
+	for range 2 {
+		if err := c.insertPoints(ctx, []*pipeline.Batch{b}, version, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counts := localCounts(t, cl, db)
+	seen := map[string]int{}
+	total := uint64(0)
+	for s, m := range counts {
+		for id, n := range m {
+			if prev, ok := seen[id]; ok {
+				t.Errorf("%s has rows on shards %d and %d; all rows of a variable belong on one shard", id, prev, s)
+			}
+			seen[id] = s
+			total += n
+			if n != 100 {
+				t.Errorf("%s: %d raw rows on shard %d, want 100 (the write, plus one copy of the twice-sent retry)", id, n, s)
+			}
+		}
+	}
+	if len(seen) != 20 || total != 2000 {
+		t.Errorf("%d variables, %d raw rows across shards; want 20 and 2000", len(seen), total)
+	}
+	if len(counts[0]) == 0 || len(counts[1]) == 0 {
+		t.Errorf("rows per shard %v; want both shards used", counts)
+	}
+	var final uint64
+	if err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+c.Table(TableDatapoints)+" FINAL").Scan(&final); err != nil {
+		t.Fatal(err)
+	}
+	if final != 1000 {
+		t.Errorf("datapoints FINAL through the Distributed table: %d rows, want 1000", final)
+	}
+}
