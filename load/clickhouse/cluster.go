@@ -10,6 +10,44 @@ import (
 // under the Distributed datapoints.
 const localSuffix = "_local"
 
+// everywhereShard stands for {shard} in the ZooKeeper path of a table kept
+// whole on every node: all nodes of the cluster are replicas of one set.
+const everywhereShard = "all"
+
+// sharded reports whether a table is split among a cluster's shards. By
+// rule the tables whose rows belong to a variable (sorted by variable_id
+// first: datapoints and the tables derived from it) are, as they grow with
+// the points; every other table (devices, variables, groups, the lease, the
+// schema version) is small, and is kept whole on every node, a Replicated
+// table under the contract's name, so that the README's joins and IN
+// subqueries read it locally on each shard (a sharded right-hand side would
+// need distributed_product_mode, or GLOBAL, on every analyst's query).
+func sharded(t tableDef) bool {
+	if t.everywhere {
+		return false
+	}
+	return firstSortColumn(t) == "variable_id"
+}
+
+// firstSortColumn is the first column of a table's ORDER BY, "" when it has
+// none.
+func firstSortColumn(t tableDef) string {
+	_, order, ok := strings.Cut(t.engine, "ORDER BY ")
+	if !ok {
+		return ""
+	}
+	order = strings.TrimSpace(order)
+	if cut := strings.Index(order, " SETTINGS "); cut >= 0 {
+		order = order[:cut]
+	}
+	order = strings.TrimSuffix(strings.TrimPrefix(order, "("), ")")
+	first, _, _ := strings.Cut(order, ",")
+	if first = strings.TrimSpace(first); first == "tuple()" {
+		return ""
+	}
+	return first
+}
+
 // clustered reports whether the client writes a cluster (Config.Cluster).
 func (c *Client) clustered() bool { return c.cfg.Cluster != "" }
 
@@ -67,27 +105,30 @@ func shardingKey(t tableDef) (string, error) {
 	if t.shardBy != "" {
 		return t.shardBy, nil
 	}
-	_, order, ok := strings.Cut(t.engine, "ORDER BY ")
-	if !ok {
-		return "", fmt.Errorf("table %s: engine %q has no ORDER BY to shard by", t.name, t.engine)
-	}
-	order = strings.TrimSpace(order)
-	if cut := strings.Index(order, " SETTINGS "); cut >= 0 {
-		order = order[:cut]
-	}
-	order = strings.TrimSuffix(strings.TrimPrefix(order, "("), ")")
-	first, _, _ := strings.Cut(order, ",")
-	first = strings.TrimSpace(first)
-	if first == "" || first == "tuple()" {
-		return "", fmt.Errorf("table %s: an empty ORDER BY gives nothing to shard by", t.name)
+	first := firstSortColumn(t)
+	if first == "" {
+		return "", fmt.Errorf("table %s: engine %q has no ORDER BY column to shard by", t.name, t.engine)
 	}
 	return "sipHash64(" + first + ")", nil
 }
 
-// migrateClusterTable creates and upgrades one table on the cluster: the
-// Replicated local table on every node, then the Distributed table under
-// the contract's name over it, both ON CLUSTER.
+// migrateClusterTable creates and upgrades one table on the cluster, ON
+// CLUSTER: a sharded table is a Replicated local table on every node under
+// a Distributed table of the contract's name; any other table is a
+// Replicated table of the contract's name whose replicas are all the nodes.
 func (c *Client) migrateClusterTable(ctx context.Context, t tableDef) error {
+	if !sharded(t) {
+		name := c.cfg.TablePrefix + t.name
+		path := strings.ReplaceAll(c.cfg.ZookeeperPath, "{shard}", everywhereShard)
+		engine, err := replicatedEngine(t.engine, path, c.cfg.Database, name)
+		if err != nil {
+			return err
+		}
+		if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.Table(t.name)+c.onCluster()+" ("+columnsDDL(t)+") ENGINE = "+engine); err != nil {
+			return fmt.Errorf("create %s: %w", c.Table(t.name), err)
+		}
+		return c.addMissingColumns(ctx, t, name, c.Table(t.name))
+	}
 	local := c.cfg.TablePrefix + t.name + localSuffix
 	engine, err := replicatedEngine(t.engine, c.cfg.ZookeeperPath, c.cfg.Database, local)
 	if err != nil {
@@ -123,6 +164,10 @@ func (e *LayoutError) Error() string {
 		return fmt.Sprintf("table %s is a cluster's %s table but clickhouse.cluster is empty; set clickhouse.cluster to the cluster of the servers' remote_servers it belongs to",
 			e.Table, e.Engine)
 	}
+	if e.Engine == "Distributed" || strings.HasPrefix(e.Engine, "Replicated") {
+		return fmt.Sprintf("table %s is a %s table, not what this fleetsync lays out on cluster %q; drop it or use another clickhouse.database",
+			e.Table, e.Engine, e.Cluster)
+	}
 	return fmt.Sprintf("table %s is a single-server %s table but clickhouse.cluster is %q; move its data to the cluster as docs/operations.md (From one server to a cluster) describes, or leave clickhouse.cluster empty",
 		e.Table, e.Engine, e.Cluster)
 }
@@ -147,7 +192,9 @@ func (c *Client) tableEngines(ctx context.Context) (map[string]string, error) {
 }
 
 // checkLayout returns a *LayoutError when a table of the schema exists in
-// the other layout than the configuration asks for.
+// the other layout than the configuration asks for: on one server no
+// Distributed or Replicated table, on a cluster a Distributed table for a
+// sharded one and a Replicated one for the rest.
 func (c *Client) checkLayout(engines map[string]string) error {
 	for _, t := range schema {
 		name := c.cfg.TablePrefix + t.name
@@ -155,7 +202,12 @@ func (c *Client) checkLayout(engines map[string]string) error {
 		if !ok {
 			continue
 		}
-		if distributed := engine == "Distributed"; distributed != c.clustered() {
+		clusterEngine := engine == "Distributed" || strings.HasPrefix(engine, "Replicated")
+		fits := clusterEngine == c.clustered()
+		if c.clustered() && fits {
+			fits = (engine == "Distributed") == sharded(t)
+		}
+		if !fits {
 			return &LayoutError{Table: c.cfg.Database + "." + name, Engine: engine, Cluster: c.cfg.Cluster}
 		}
 	}
@@ -169,7 +221,7 @@ func (c *Client) checkLayout(engines map[string]string) error {
 func (c *Client) schemaComplete(ctx context.Context, engines map[string]string) (bool, error) {
 	for _, t := range schema {
 		names := []string{c.cfg.TablePrefix + t.name}
-		if c.clustered() {
+		if c.clustered() && sharded(t) {
 			names = append(names, c.cfg.TablePrefix+t.name+localSuffix)
 		}
 		for _, name := range names {

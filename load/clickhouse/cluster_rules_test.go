@@ -27,26 +27,24 @@ func TestReplicatedEngineKeepsTheEngineArgumentsAndClauses(t *testing.T) {
 	}
 }
 
-func TestShardingKeyHashesTheFirstSortingColumnOfEveryTable(t *testing.T) {
-	want := map[string]string{
-		TableDatapoints:         "sipHash64(variable_id)",
-		TableSyncState:          "sipHash64(variable_id)",
-		TableDevices:            "sipHash64(id)",
-		TableSyncLease:          "sipHash64(name)",
-		TableDeviceGroupMembers: "sipHash64(group_id)",
-		TableSchemaMigrations:   "sipHash64(version)",
-	}
+func TestPlacementShardsTheDataTablesByVariableAndKeepsTheRestWhole(t *testing.T) {
 	for _, td := range schema {
-		got, err := shardingKey(td)
-		if err != nil {
-			t.Errorf("%s: %v", td.name, err)
-			continue
-		}
-		if w, ok := want[td.name]; ok && got != w {
-			t.Errorf("%s: sharding key %q, want %q", td.name, got, w)
+		want := td.name == TableDatapoints
+		if got := sharded(td); got != want {
+			t.Errorf("%s: sharded = %v, want %v", td.name, got, want)
 		}
 		if _, err := replicatedEngine(td.engine, DefaultZookeeperPath, "db", td.name+localSuffix); err != nil {
 			t.Errorf("%s: %v", td.name, err)
 		}
+		if sharded(td) {
+			if key, err := shardingKey(td); err != nil || key != "sipHash64(variable_id)" {
+				t.Errorf("%s: sharding key %q (%v), want sipHash64(variable_id)", td.name, key, err)
+			}
+		}
+	}
+	// A table added later (the analyst tables) inherits by its sort key.
+	hourly := tableDef{name: "datapoints_hourly", engine: "ReplacingMergeTree(version) ORDER BY (variable_id, hour)"}
+	if key, err := shardingKey(hourly); !sharded(hourly) || err != nil || key != "sipHash64(variable_id)" {
+		t.Errorf("a table sorted by (variable_id, hour): sharded %v by %q (%v), want sharded by sipHash64(variable_id)", sharded(hourly), key, err)
 	}
 }

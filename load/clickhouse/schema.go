@@ -48,6 +48,9 @@ type tableDef struct {
 	// empty means the rule of shardingKey (a hash of the first ORDER BY
 	// column).
 	shardBy string
+	// everywhere keeps a table whose rows are per variable whole on every
+	// node of a cluster instead of sharding it (see sharded).
+	everywhere bool
 }
 
 // schema is every table fleetsync owns. ClickHouse 18.16 knows neither
@@ -129,6 +132,9 @@ var schema = []tableDef{
 		// version is the mark itself (hwm_ms), so a merge keeps the
 		// greatest mark of a variable and can never move it backwards.
 		engine: "ReplacingMergeTree(version) ORDER BY variable_id",
+		// On a cluster a shard reads the marks back from the node it wrote
+		// them to, not from a replica of another shard that may lag.
+		everywhere: true,
 	},
 	{
 		name: TableSyncLease,

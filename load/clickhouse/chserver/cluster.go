@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"go.uber.org/zap"
 )
 
@@ -118,11 +120,55 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		}
 	}
 	wg.Wait()
+	if len(errs) == 0 {
+		for s, shard := range c.Nodes {
+			for r, n := range shard {
+				if err := n.awaitZooKeeper(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("shard %d replica %d: %w", s+1, r+1, err))
+				}
+			}
+		}
+	}
 	if len(errs) > 0 {
 		_ = c.Stop()
 		return nil, fmt.Errorf("start clickhouse cluster: %w", errors.Join(errs...))
 	}
 	return c, nil
+}
+
+// awaitZooKeeper waits until the server has a ZooKeeper session, and
+// starts it again should it have died meanwhile: 18.16 can crash when its
+// first session attempt, made during start, fails.
+func (s *Server) awaitZooKeeper(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.startTimeout)
+	defer cancel()
+	for {
+		if s.PID() == 0 {
+			s.log.Warn("clickhouse-server died while joining ZooKeeper; starting it again", zap.String("addr", s.Addr()))
+			if err := s.Resume(ctx); err != nil {
+				return err
+			}
+		}
+		if err := queryOne(ctx, s.Addr(), "SELECT count() FROM system.zookeeper WHERE path = '/'"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("clickhouse-server on %s has no ZooKeeper session after %s: %s", s.Addr(), s.startTimeout, s.logTail())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// queryOne runs a one-value query on a short-lived connection.
+func queryOne(ctx context.Context, addr, query string) error {
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, Auth: clickhouse.Auth{Username: "default"}, DialTimeout: time.Second, MaxOpenConns: 1})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var n uint64
+	return conn.QueryRow(ctx, query).Scan(&n)
 }
 
 // remoteServers is the cluster's remote_servers section: one shard element

@@ -45,7 +45,7 @@ type ZooKeeper struct {
 
 // StartZooKeeper writes a zoo.cfg into a fresh temporary directory and runs
 // ZooKeeper's QuorumPeerMain (standalone, as no peers are listed) with a
-// small heap, and waits until it answers "ruok". ctx bounds only the start.
+// small heap, and waits until it serves sessions. ctx bounds only the start.
 func StartZooKeeper(ctx context.Context, opts ZooKeeperOptions) (*ZooKeeper, error) {
 	java := opts.Java
 	if java == "" {
@@ -97,9 +97,9 @@ func (z *ZooKeeper) launch(ctx context.Context, java string, cp []string, timeou
 	}
 	// A short tick keeps session expiry (2-20 ticks) quick for tests that
 	// kill a server; the admin server (Jetty) is off, as are the four
-	// letter words other than the health check.
+	// letter words other than srvr, the readiness check.
 	cfg := fmt.Sprintf("tickTime=500\ninitLimit=10\nsyncLimit=5\ndataDir=%s\nclientPort=%d\nclientPortAddress=127.0.0.1\n"+
-		"maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=ruok\n", data, port)
+		"maxClientCnxns=0\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n", data, port)
 	cfgPath := filepath.Join(z.dir, "zoo.cfg")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		return fmt.Errorf("write zoo.cfg: %w", err)
@@ -122,7 +122,7 @@ func (z *ZooKeeper) launch(ctx context.Context, java string, cp []string, timeou
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		if ruok(z.Addr()) {
+		if serving(z.Addr()) {
 			return nil
 		}
 		select {
@@ -137,19 +137,22 @@ func (z *ZooKeeper) launch(ctx context.Context, java string, cp []string, timeou
 	}
 }
 
-// ruok asks the server's health check; "imok" means it serves.
-func ruok(addr string) bool {
+// serving asks the server's state with "srvr": it names its Mode once it
+// serves sessions. ("ruok" answers imok earlier, while sessions are still
+// refused, and ClickHouse 18.16 crashes later when its first session
+// attempt at startup fails.)
+func serving(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return false
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-	if _, err := c.Write([]byte("ruok")); err != nil {
+	if _, err := c.Write([]byte("srvr")); err != nil {
 		return false
 	}
 	b, _ := io.ReadAll(c)
-	return string(b) == "imok"
+	return strings.Contains(string(b), "Mode: ")
 }
 
 // Addr is the client address, "127.0.0.1:PORT".
