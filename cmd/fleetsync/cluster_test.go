@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
@@ -63,4 +64,149 @@ func TestClusterTwoShardsStartedTogetherRunAtOnceAndSyncEveryPointOnce(t *testin
 			}
 		}
 	}
+}
+
+// slowFleet is a fleet whose cycle takes seconds (many small requests, each
+// delayed), so that a test can act in the middle of it.
+func slowFleet() fleetsim.Options {
+	return fleetsim.Options{Devices: 6, Variables: 4, Points: 1500, Span: 20 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 20 * time.Millisecond}}
+}
+
+const slowSync = "rows_per_request: 400\nvariables_per_request: 3\nmax_in_flight: 2\nbatch_rows: 2000"
+
+// awaitRows polls until some points have landed (the cycles are under way).
+func (cw *clusterWorld) awaitRows(done <-chan struct{}) {
+	cw.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for cw.distributedRows() == 0 {
+		select {
+		case <-done:
+			cw.t.Fatal("the sync finished before any point was seen loaded")
+		default:
+		}
+		if time.Now().After(deadline) {
+			cw.t.Fatal("no point landed within 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClusterTwoPodsOfOneIndexNeverDuplicateNorMoveAMarkBack is done-when
+// 2: two processes of shard 0 at once (and shard 1 beside them): each of
+// them exits 0 or steps aside on the lease; no point is duplicated under
+// FINAL, no mark moves backwards, and the next cycle is exact.
+func TestClusterTwoPodsOfOneIndexNeverDuplicateNorMoveAMarkBack(t *testing.T) {
+	cw := newClusterWorld(t, slowFleet())
+	cfg0, cfg1 := cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)
+	procs := []*proc{
+		startBinary(t, nil, "sync", "--config", cfg0),
+		startBinary(t, nil, "sync", "--config", cfg0),
+		startBinary(t, nil, "sync", "--config", cfg1),
+	}
+	stepped := 0
+	for i, p := range procs {
+		code := p.wait(t, 5*time.Minute)
+		switch {
+		case code == 0:
+		case code == 1 && i < 2 && strings.Contains(p.stderr.String(), "another sync is running"):
+			stepped++
+		default:
+			t.Fatalf("process %d exited %d; its log ends:\n%s", i, code, lastLines(p.stderr.String(), 15))
+		}
+	}
+	t.Logf("%d of the two shard-0 processes stepped aside", stepped)
+	cw.settle()
+	prev := cw.checkMarksCovered(map[string]int64{})
+	cw.loaded() // fails on a duplicate under FINAL
+	cw.mustSync(cfg0, cfg1)
+	cw.settle()
+	cw.checkMarksCovered(prev)
+	cw.checkOracle()
+}
+
+// TestClusterShardCountChangeFromTwoToThreeStaysExact is done-when 3: new
+// and late points between a cycle of 2 shards and one of 3.
+func TestClusterShardCountChangeFromTwoToThreeStaysExact(t *testing.T) {
+	cw := newClusterWorld(t, fleetsim.Options{})
+	cw.mustSync(cw.config(0, 2, ""), cw.config(1, 2, ""))
+	cw.settle()
+	prev := cw.checkMarksCovered(map[string]int64{})
+	now := time.Now().UnixMilli()
+	added := 0
+	for _, d := range cw.sim.Devices() {
+		for i, v := range d.Variables {
+			pts := cw.sim.Points(v.ID)
+			if len(pts) == 0 {
+				continue
+			}
+			newest := pts[len(pts)-1].TimestampMs
+			add := []fleetsim.SimPoint{
+				{TimestampMs: now - int64(i) - 10, Value: 1000 + float64(i), Context: map[string]any{"note": "new"}},
+				{TimestampMs: newest - 20*60*1000 + int64(i), Value: -5, Context: map[string]any{"note": "late"}},
+			}
+			if err := cw.sim.AddPoints(v.ID, add); err != nil {
+				t.Fatal(err)
+			}
+			added += len(add)
+		}
+	}
+	if added == 0 {
+		t.Fatal("no variable has points to add to")
+	}
+	cw.mustSync(cw.config(0, 3, ""), cw.config(1, 3, ""), cw.config(2, 3, ""))
+	cw.settle()
+	cw.checkMarksCovered(prev)
+	cw.checkOracle()
+}
+
+// TestClusterReplicaKilledMidCycleThenRestartedCatchesUp is done-when 4.
+func TestClusterReplicaKilledMidCycleThenRestartedCatchesUp(t *testing.T) {
+	cw := newClusterWorld(t, slowFleet())
+	victim := cw.cl.Nodes[1][0]
+	t.Cleanup(func() { _ = victim.Resume(context.Background()) })
+	cfgs := []string{cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)}
+	done := make(chan struct{})
+	var res []shardRun
+	go func() { defer close(done); res = cw.syncShards(nil, cfgs...) }()
+	cw.awaitRows(done)
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	for i, r := range res {
+		if r.code != 0 {
+			// A cycle may fail cleanly; the next one must finish.
+			t.Logf("shard %d exited %d with the replica down; running it again", i, r.code)
+			if again := cw.syncShards(nil, cfgs[i])[0]; again.code != 0 {
+				t.Fatalf("shard %d exited %d again with the replica down; its log ends:\n%s", i, again.code, lastLines(again.stderr, 15))
+			}
+		}
+	}
+	if err := victim.Resume(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cw.settle() // the restarted replica catches up with its sibling
+	cw.checkMarksCovered(map[string]int64{})
+	cw.checkOracle()
+}
+
+// TestClusterShardKilledMidCycleThenRerunIsExact is done-when 5.
+func TestClusterShardKilledMidCycleThenRerunIsExact(t *testing.T) {
+	cw := newClusterWorld(t, slowFleet())
+	cfg0, cfg1 := cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)
+	p0 := startBinary(t, nil, "sync", "--config", cfg0)
+	p1 := startBinary(t, nil, "sync", "--config", cfg1)
+	cw.awaitRows(p0.done)
+	p0.kill()
+	if code := p1.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("shard 1 exited %d while shard 0 was killed; its log ends:\n%s", code, lastLines(p1.stderr.String(), 15))
+	}
+	cw.settle()
+	prev := cw.checkMarksCovered(map[string]int64{})
+	// The killed shard's lease names a dead process of this host: the rerun
+	// takes it over at once.
+	cw.mustSync(cfg0)
+	cw.settle()
+	cw.checkMarksCovered(prev)
+	cw.checkOracle()
 }
