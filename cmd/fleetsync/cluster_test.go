@@ -4,13 +4,20 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 )
 
 // TestClusterTwoShardsStartedTogetherRunAtOnceAndSyncEveryPointOnce is
@@ -209,4 +216,157 @@ func TestClusterShardKilledMidCycleThenRerunIsExact(t *testing.T) {
 	cw.settle()
 	cw.checkMarksCovered(prev)
 	cw.checkOracle()
+}
+
+// readmeQueries are the SQL examples of README.md, on database db.
+func readmeQueries(t *testing.T, db string) []string {
+	t.Helper()
+	text, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, block := range strings.Split(string(text), "```sql")[1:] {
+		q, _, _ := strings.Cut(block, "```")
+		q = strings.TrimSpace(strings.ReplaceAll(q, "fleet.", "`"+db+"`."))
+		q = strings.TrimSuffix(q, ";")
+		if i := strings.Index(q, "\nFORMAT "); i >= 0 {
+			q = q[:i]
+		}
+		out = append(out, q)
+	}
+	if len(out) < 5 {
+		t.Fatalf("found only %d SQL examples in README.md", len(out))
+	}
+	return out
+}
+
+// queryRows runs q and renders its rows as text, floats to 9 significant
+// digits (a distributed avg sums in another order).
+func queryRows(t *testing.T, conn driver.Conn, q string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%v\nquery:\n%s", err, q)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(rows.ColumnTypes()))
+		for i, ct := range rows.ColumnTypes() {
+			vals[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(vals...); err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, v := range vals {
+			switch x := reflect.ValueOf(v).Elem().Interface().(type) {
+			case float64:
+				fmt.Fprintf(&b, "%.9g|", x)
+			case *float64:
+				if x == nil {
+					b.WriteString("NULL|")
+				} else {
+					fmt.Fprintf(&b, "%.9g|", *x)
+				}
+			default:
+				fmt.Fprintf(&b, "%v|", x)
+			}
+		}
+		out = append(out, b.String())
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestClusterMigrateTwiceAndReadmeQueriesMatchOneServer is done-when 6:
+// `fleetsync migrate` against the cluster creates every table on every
+// node, a second run changes nothing, and the README's queries return the
+// same through the cluster as on one server synced from the same fleet.
+func TestClusterMigrateTwiceAndReadmeQueriesMatchOneServer(t *testing.T) {
+	cw := newClusterWorld(t, fleetsim.Options{})
+	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
+	tables := func() map[string]string {
+		out := map[string]string{}
+		for s, shard := range cw.cl.Nodes {
+			for r, n := range shard {
+				conn := openConn(t, n.Addr())
+				rows, err := conn.Query(context.Background(), "SELECT name, engine, create_table_query FROM system.tables WHERE database = ?", cw.db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var name, engine, ddl string
+					if err := rows.Scan(&name, &engine, &ddl); err != nil {
+						t.Fatal(err)
+					}
+					out[fmt.Sprintf("%d/%d %s", s, r, name)] = engine + " " + ddl
+				}
+				rows.Close()
+			}
+		}
+		return out
+	}
+	for i := range 2 {
+		if code, out, errs := cw.cli(context.Background(), "migrate", "--config", cfg0); code != 0 {
+			t.Fatalf("migrate %d exited %d: %s %s", i+1, code, out, lastLines(errs, 5))
+		}
+	}
+	before := tables()
+	// Every table of the contract, on every node.
+	for _, name := range []string{"datapoints", "devices", "variables", "sync_state", "sync_lease", "organizations", "device_groups",
+		"device_group_members", "device_group_member_changes", "event_logs", "event_state", "schema_migrations"} {
+		for s, shard := range cw.cl.Nodes {
+			for r := range shard {
+				if _, ok := before[fmt.Sprintf("%d/%d %s", s, r, name)]; !ok {
+					t.Errorf("node %d/%d lacks table %s after migrate", s, r, name)
+				}
+			}
+		}
+	}
+	if code, _, errs := cw.cli(context.Background(), "migrate", "--config", cfg1); code != 0 {
+		t.Fatalf("third migrate exited %d: %s", code, lastLines(errs, 5))
+	}
+	after := tables()
+	for k, b := range before {
+		if after[k] != b {
+			t.Errorf("%s changed by another migrate:\nbefore: %s\nafter:  %s", k, b, after[k])
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("another migrate changed the number of tables from %d to %d", len(before), len(after))
+	}
+
+	// The same fleet into one server.
+	srv := chtest.Shared(t)
+	singleDB := chtest.NewDatabase(t, srv)
+	single := filepath.Join(cw.dir, "single.yaml")
+	text, err := os.ReadFile(cfg0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(text)
+	cfg = cfg[:strings.Index(cfg, "clickhouse:")] + fmt.Sprintf("clickhouse:\n  addr: [%q]\n  database: %s\nmetrics:\n  listen: \"127.0.0.1:0\"\nlog:\n  format: json\n", srv.Addr(), singleDB)
+	cfg = strings.Replace(cfg, "  shard_count: 2\n  shard_index: 0\n", "", 1)
+	if err := os.WriteFile(single, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cw.mustSync(cfg0, cfg1, single)
+	cw.settle()
+	cw.checkOracle()
+	singleConn := openConn(t, srv.Addr())
+	for _, q := range readmeQueries(t, "DB") {
+		onCluster := queryRows(t, cw.conn, strings.ReplaceAll(q, "`DB`", "`"+cw.db+"`"))
+		onOne := queryRows(t, singleConn, strings.ReplaceAll(q, "`DB`", "`"+singleDB+"`"))
+		if !reflect.DeepEqual(onCluster, onOne) {
+			t.Errorf("README query differs between the cluster (%d rows) and one server (%d rows):\n%s\nfirst rows: %v\nvs %v",
+				len(onCluster), len(onOne), q, onCluster[:min(3, len(onCluster))], onOne[:min(3, len(onOne))])
+		}
+		if len(onOne) == 0 && !strings.Contains(q, "'temperature'") {
+			t.Logf("README query returns no rows on this fleet:\n%s", q)
+		}
+	}
 }
