@@ -71,6 +71,17 @@ func TestClusterTwoShardsStartedTogetherRunAtOnceAndSyncEveryPointOnce(t *testin
 			}
 		}
 	}
+	// status, from either shard's configuration, shows every shard.
+	code, out, errs := cw.cli(context.Background(), "status", "--config", cw.config(1, 2, ""), "--limit", "0")
+	if code != 0 {
+		t.Fatalf("status exited %d: %s", code, lastLines(errs, 5))
+	}
+	for i, want := range []float64{sum0.Read, sum1.Read} {
+		line := fmt.Sprintf("shard %d of 2: %d variables, %d with a mark", i, int(want), int(want))
+		if !strings.Contains(out, line) {
+			t.Errorf("status lacks %q:\n%s", line, out)
+		}
+	}
 }
 
 // slowFleet is a fleet whose cycle takes seconds (many small requests, each
@@ -160,7 +171,19 @@ func TestClusterShardCountChangeFromTwoToThreeStaysExact(t *testing.T) {
 	if added == 0 {
 		t.Fatal("no variable has points to add to")
 	}
-	cw.mustSync(cw.config(0, 3, ""), cw.config(1, 3, ""), cw.config(2, 3, ""))
+	// The third shard takes its index from an Indexed Job's environment;
+	// the others' files set theirs, which wins over it.
+	res := cw.syncShards([]string{"JOB_COMPLETION_INDEX=2"}, cw.config(0, 3, ""), cw.config(1, 3, ""), cw.config(-1, 3, ""))
+	for i, r := range res {
+		if r.code != 0 {
+			t.Fatalf("shard %d of 3 exited %d; its log ends:\n%s", i, r.code, lastLines(r.stderr, 15))
+		}
+		for _, l := range shardLogLines(t, r.stderr) {
+			if l.ShardIndex == nil || *l.ShardIndex != i {
+				t.Fatalf("shard run %d logged as shard %v, want %d: %+v", i, l.ShardIndex, i, l)
+			}
+		}
+	}
 	cw.settle()
 	cw.checkMarksCovered(prev)
 	cw.checkOracle()
