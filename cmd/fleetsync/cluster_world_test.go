@@ -82,15 +82,23 @@ func newClusterWorld(t *testing.T, opts fleetsim.Options) *clusterWorld {
 // path.
 func (cw *clusterWorld) config(index, count int, extra string) string {
 	cw.t.Helper()
+	return shardConfig(cw.t, cw.dir, cw.http.URL, cw.cl, cw.db, index, count, extra)
+}
+
+// shardConfig writes, in dir, the configuration of shard index of count
+// syncing the source at url into database db of cluster cl, each shard
+// reading dir/token-<index>.
+func shardConfig(tb testing.TB, dir, url string, cl *chserver.Cluster, db string, index, count int, extra string) string {
+	tb.Helper()
 	shard := fmt.Sprintf("shard_count: %d\n", count)
 	if index >= 0 {
 		shard += fmt.Sprintf("shard_index: %d\n", index)
 	}
 	addrs := make([]string, 0, 4)
-	for _, a := range cw.cl.Addrs() {
+	for _, a := range cl.Addrs() {
 		addrs = append(addrs, fmt.Sprintf("%q", a))
 	}
-	path := filepath.Join(cw.dir, fmt.Sprintf("fleetsync-%d-of-%d.yaml", index, count))
+	path := filepath.Join(dir, fmt.Sprintf("fleetsync-%d-of-%d.yaml", index, count))
 	cfg := fmt.Sprintf(`source:
   base_url: %s
   token_file: %s
@@ -111,9 +119,9 @@ metrics:
 log:
   format: json
   level: info
-`, cw.http.URL, filepath.Join(cw.dir, "token-{shard}"), int(cw.retention.Hours()), indent(shard+extra), strings.Join(addrs, ", "), cw.db, cw.cl.Name())
+`, url, filepath.Join(dir, "token-{shard}"), 730*24, indent(shard+extra), strings.Join(addrs, ", "), db, cl.Name())
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		cw.t.Fatal(err)
+		tb.Fatal(err)
 	}
 	return path
 }
