@@ -163,45 +163,79 @@ func pointsOf(vars, n int) *pipeline.Batch {
 }
 
 // localCounts is, per shard, the variables in its local datapoints table
-// with their raw (unmerged) row counts, read on every replica; replicas of a
-// shard are polled until they agree.
+// with their raw (unmerged) row counts, once every replica of the shard
+// holds the same (replication is asynchronous); a shard whose replicas
+// still differ after 60s fails the test with their replication state.
 func localCounts(t *testing.T, cl *chserver.Cluster, db string) []map[string]uint64 {
 	t.Helper()
 	ctx := context.Background()
+	read := func(n *Client) map[string]uint64 {
+		got := map[string]uint64{}
+		rows, err := n.Conn().Query(ctx, "SELECT variable_id, count() FROM `"+db+"`.`datapoints_local` GROUP BY variable_id")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			var c uint64
+			if err := rows.Scan(&id, &c); err != nil {
+				t.Fatal(err)
+			}
+			got[id] = c
+		}
+		return got
+	}
 	out := make([]map[string]uint64, len(cl.Nodes))
 	for s, shard := range cl.Nodes {
-		var first map[string]uint64
+		clients := make([]*Client, len(shard))
 		for r, node := range shard {
-			n := onNode(t, node, db)
-			deadline := time.Now().Add(60 * time.Second)
-			for {
-				got := map[string]uint64{}
-				rows, err := n.Conn().Query(ctx, "SELECT variable_id, count() FROM `"+db+"`.`datapoints_local` GROUP BY variable_id")
-				if err != nil {
-					t.Fatal(err)
-				}
-				for rows.Next() {
-					var id string
-					var c uint64
-					if err := rows.Scan(&id, &c); err != nil {
-						t.Fatal(err)
-					}
-					got[id] = c
-				}
-				rows.Close()
-				if r == 0 || fmt.Sprint(got) == fmt.Sprint(first) {
-					if r == 0 {
-						first = got
-					}
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("shard %d: replica %d holds %v, replica 0 %v after 60s", s, r, got, first)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+			clients[r] = onNode(t, node, db)
 		}
-		out[s] = first
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			per := make([]map[string]uint64, len(shard))
+			same := true
+			for r, c := range clients {
+				per[r] = read(c)
+				same = same && fmt.Sprint(per[r]) == fmt.Sprint(per[0])
+			}
+			if same {
+				out[s] = per[0]
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("shard %d: replicas hold %v after 60s; replication state: %q", s, per, replicationState(t, clients, db))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return out
+}
+
+// replicationState describes the replicas' parts, queues and ZooKeeper
+// sessions, for a failure message.
+func replicationState(t *testing.T, clients []*Client, db string) []string {
+	t.Helper()
+	var out []string
+	for i, c := range clients {
+		for _, q := range []string{
+			"SELECT concat('part ', table, ' ', name, ' rows ', toString(rows), ' active ', toString(active)) FROM system.parts WHERE database = '" + db + "' AND table = 'datapoints_local'",
+			"SELECT concat('queue ', table, ' ', type, ' ', new_part_name, ' tries ', toString(num_tries), ': ', last_exception) FROM system.replication_queue",
+			"SELECT concat('replica ', table, ' readonly ', toString(is_readonly), ' expired ', toString(is_session_expired), ' queue ', toString(queue_size)) FROM system.replicas WHERE database = '" + db + "' AND table = 'datapoints_local'",
+		} {
+			rows, err := c.Conn().Query(context.Background(), q)
+			if err != nil {
+				out = append(out, fmt.Sprintf("r%d: %v", i, err))
+				continue
+			}
+			for rows.Next() {
+				var line string
+				_ = rows.Scan(&line)
+				out = append(out, fmt.Sprintf("r%d %s", i, line))
+			}
+			rows.Close()
+		}
 	}
 	return out
 }

@@ -61,6 +61,9 @@ type Options struct {
 	// Interserver also binds an interserver HTTP port on loopback, from
 	// which the server's replicas fetch parts.
 	Interserver bool
+	// HTTPPort and InterserverPort, when not 0, are used instead of free
+	// ports picked at start (a cluster reserves all its ports at once).
+	HTTPPort, InterserverPort int
 }
 
 // Server is a running (or killed and resumable) clickhouse-server process.
@@ -108,6 +111,8 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		log:          opts.Logger,
 		interserver:  opts.Interserver,
 		extra:        opts.Extra,
+		httpPort:     opts.HTTPPort,
+		interPort:    opts.InterserverPort,
 	}
 	if s.binary == "" {
 		s.binary = os.Getenv(EnvBinary)
@@ -295,15 +300,19 @@ func (s *Server) pickPorts(keepTCP bool) error {
 		}
 		s.tcpPort = p
 	}
-	p, err := freePort()
-	if err != nil {
-		return err
-	}
-	s.httpPort = p
-	if s.interserver {
-		if s.interPort, err = freePort(); err != nil {
+	if !keepTCP || s.httpPort == 0 {
+		p, err := freePort()
+		if err != nil {
 			return err
 		}
+		s.httpPort = p
+	}
+	if s.interserver && (!keepTCP || s.interPort == 0) {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.interPort = p
 	}
 	return nil
 }

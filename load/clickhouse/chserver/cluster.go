@@ -65,13 +65,24 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{name: opts.Name, zk: zk}
-	// The ports go into every server's remote_servers, so they are chosen
-	// before any server starts.
+	// The native ports go into every server's remote_servers, so every
+	// port is chosen before any server starts, all distinct: a port picked
+	// free while another server starts could be one reserved for a third.
+	taken := map[int]bool{zk.Port(): true}
+	distinct := func() (int, error) {
+		for {
+			p, err := freePort()
+			if err != nil || !taken[p] {
+				taken[p] = true
+				return p, err
+			}
+		}
+	}
 	ports := make([][]int, opts.Shards)
 	for s := range ports {
 		ports[s] = make([]int, opts.Replicas)
 		for r := range ports[s] {
-			if ports[s][r], err = freePort(); err != nil {
+			if ports[s][r], err = distinct(); err != nil {
 				_ = c.Stop()
 				return nil, err
 			}
@@ -90,6 +101,13 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 			o := opts.Server
 			o.TCPPort = ports[s][r]
 			o.Interserver = true
+			if o.HTTPPort, err = distinct(); err == nil {
+				o.InterserverPort, err = distinct()
+			}
+			if err != nil {
+				_ = c.Stop()
+				return nil, err
+			}
 			if o.Logger == nil {
 				o.Logger = opts.Logger
 			}
