@@ -193,7 +193,7 @@ func TestClusterShardCountChangeFromTwoToThreeStaysExact(t *testing.T) {
 func TestClusterReplicaKilledMidCycleThenRestartedCatchesUp(t *testing.T) {
 	cw := newClusterWorld(t, slowFleet())
 	victim := cw.cl.Nodes[1][0]
-	t.Cleanup(func() { _ = victim.Resume(context.Background()) })
+	t.Cleanup(func() { _ = cw.cl.Resume(context.Background(), victim) })
 	cfgs := []string{cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)}
 	done := make(chan struct{})
 	var res []shardRun
@@ -212,7 +212,7 @@ func TestClusterReplicaKilledMidCycleThenRestartedCatchesUp(t *testing.T) {
 			}
 		}
 	}
-	if err := victim.Resume(context.Background()); err != nil {
+	if err := cw.cl.Resume(context.Background(), victim); err != nil {
 		t.Fatal(err)
 	}
 	cw.settle() // the restarted replica catches up with its sibling

@@ -240,7 +240,7 @@ func replicationState(t *testing.T, clients []*Client, db string) []string {
 	return out
 }
 
-func TestClusterWritesKeepEachVariableOnOneShardAndDeduplicateOnlyIdenticalRetries(t *testing.T) {
+func TestClusterWritesKeepEachVariableOnOneShardAndNeverTakeAReReadForARetry(t *testing.T) {
 	cl := chtest.Cluster(t)
 	db := chtest.ClusterDatabase(t, cl)
 	c := newClusterClient(t, cl, db, nil)
@@ -249,9 +249,12 @@ func TestClusterWritesKeepEachVariableOnOneShardAndDeduplicateOnlyIdenticalRetri
 	if err := c.Write(ctx, []*pipeline.Batch{b}); err != nil {
 		t.Fatal(err)
 	}
-	// An identical retry (the same rows, the same version), as after a lost
-	// acknowledgement: Replicated dedup drops it, and it would be harmless
-	// under FINAL anyway.
+	// A re-read (the same rows, a new version), sent twice as an identical
+	// retry after a lost acknowledgement would be: the re-read must not be
+	// taken for a duplicate of the first write, and the retry must be
+	// harmless. ClickHouse 18.16 usually drops the identical block (replicated
+	// deduplication), but not always on the shard local to the node
+	// receiving the insert; FINAL collapses it either way.
 	version := c.NextVersion()
 	sc := new(scratch)
 	for range 2 {
@@ -269,13 +272,24 @@ func TestClusterWritesKeepEachVariableOnOneShardAndDeduplicateOnlyIdenticalRetri
 			}
 			seen[id] = s
 			total += n
-			if n != 100 {
-				t.Errorf("%s: %d raw rows on shard %d, want 100 (the write, plus one copy of the twice-sent retry)", id, n, s)
+			if n != 100 && n != 150 {
+				t.Errorf("%s: %d raw rows on shard %d, want 100 (the write and the re-read; the retry deduplicated) or 150 (the retry kept)", id, n, s)
 			}
 		}
 	}
-	if len(seen) != 20 || total != 2000 {
-		t.Errorf("%d variables, %d raw rows across shards; want 20 and 2000", len(seen), total)
+	if len(seen) != 20 {
+		t.Errorf("%d variables across shards; want 20", len(seen))
+	}
+	if total == 3000 {
+		t.Logf("the identical retry was kept on every shard (no replicated deduplication)")
+	}
+	// Both versions are there: the re-read was not deduplicated away.
+	var versions uint64
+	if err := c.Conn().QueryRow(ctx, "SELECT uniqExact(version) FROM "+c.Table(TableDatapoints)).Scan(&versions); err != nil {
+		t.Fatal(err)
+	}
+	if versions != 2 {
+		t.Errorf("datapoints holds %d versions, want 2 (the write and the re-read)", versions)
 	}
 	if len(counts[0]) == 0 || len(counts[1]) == 0 {
 		t.Errorf("rows per shard %v; want both shards used", counts)

@@ -206,6 +206,30 @@ func remoteServers(name string, ports [][]int) string {
 	return b.String()
 }
 
+// Resume starts a killed server of the cluster again and waits for its
+// ZooKeeper session. Until ZooKeeper expires the killed process's session
+// (seconds), 18.16 refuses to start on its replicated tables ("replica is
+// already active"), so a start that exits is tried again until the start
+// timeout passes.
+func (c *Cluster) Resume(ctx context.Context, n *Server) error {
+	ctx, cancel := context.WithTimeout(ctx, n.startTimeout+30*time.Second)
+	defer cancel()
+	for {
+		err := n.Resume(ctx)
+		if err == nil {
+			return n.awaitZooKeeper(ctx)
+		}
+		if !errors.Is(err, errExited) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
 // Name is the cluster's name, for clickhouse.cluster.
 func (c *Cluster) Name() string { return c.name }
 
