@@ -1,6 +1,9 @@
 package state
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // LeaseName is the lease of shard index of count: two instances of one
 // index exclude each other, instances of different indexes never do. An
@@ -16,4 +19,17 @@ func LeaseName(index, count int) string {
 		return leaseName
 	}
 	return fmt.Sprintf("%s/shard-%d", leaseName, index)
+}
+
+// SetLease makes Acquire take the named lease (see LeaseName): its own lock
+// file beside the state file, so that shards sharing a state file do not
+// wait for each other. Their commits still merge under the file's lock.
+func (f *File) SetLease(name string) { f.lease = name }
+
+// leasePath is the lock file of the file store's lease.
+func (f *File) leasePath() string {
+	if f.lease == "" || f.lease == leaseName {
+		return f.path + ".lease"
+	}
+	return f.path + "." + strings.ReplaceAll(strings.TrimPrefix(f.lease, leaseName+"/"), "/", "-") + ".lease"
 }

@@ -161,7 +161,9 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	}
 	switch cfg.State.Backend {
 	case config.BackendFile:
-		a.store = state.NewFile(cfg.State.Path)
+		st := state.NewFile(cfg.State.Path)
+		st.SetLease(state.LeaseName(cfg.Sync.ShardIndex, cfg.Sync.ShardCount))
+		a.store = st
 	default:
 		st := state.NewClickHouse(a.ch)
 		st.SetStaleHolder(deadLocalHolder)
