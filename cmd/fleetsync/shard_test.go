@@ -19,7 +19,9 @@ func TestShardsPushToTheirOwnPushgatewayGroups(t *testing.T) {
 		t.Fatalf("prometheus-pushgateway is not installed (apt-get install -y prometheus-pushgateway; .ci/run does it): %v", err)
 	}
 	addr := freeAddr(t)
-	pg := exec.Command(bin, "--web.listen-address="+addr, "--persistence.interval=0")
+	// Debian's default persists to /var/lib/prometheus/pushgateway.data,
+	// shared by every run on the machine: keep this one's groups in memory.
+	pg := exec.Command(bin, "--web.listen-address="+addr, "--persistence.file=")
 	pg.Stdout, pg.Stderr = io.Discard, io.Discard
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
