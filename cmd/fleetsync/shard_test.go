@@ -2,32 +2,16 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
 // TestShardsPushToTheirOwnPushgatewayGroups: two shards of one deployment
 // push side by side (grouping label shard), each naming itself in
 // fleetsync_shard_info, instead of the second overwriting the first.
 func TestShardsPushToTheirOwnPushgatewayGroups(t *testing.T) {
-	bin, err := exec.LookPath("prometheus-pushgateway")
-	if err != nil {
-		t.Fatalf("prometheus-pushgateway is not installed (apt-get install -y prometheus-pushgateway; .ci/run does it): %v", err)
-	}
-	addr := freeAddr(t)
-	// Debian's default persists to /var/lib/prometheus/pushgateway.data,
-	// shared by every run on the machine: keep this one's groups in memory.
-	pg := exec.Command(bin, "--web.listen-address="+addr, "--persistence.file=")
-	pg.Stdout, pg.Stderr = io.Discard, io.Discard
-	if err := pg.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = pg.Process.Kill(); _ = pg.Wait() })
-	poll(t, 20*time.Second, "the Pushgateway to answer", func() bool { c, _ := httpGet("http://" + addr + "/-/ready"); return c == 200 })
+	addr, _ := startPushgateway(t)
 
 	w := newWorld(t, worldOpts{extra: "shard_count: 2\nshard_index: 0"})
 	cfg, _ := os.ReadFile(w.cfgPath)
