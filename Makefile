@@ -10,7 +10,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # loaded machine with no input found. A count has no deadline to race.
 FUZZTIME ?= 50000x
 
-.PHONY: all build demo test test-unit test-deploy fuzz lint bench test-faults deps clean
+.PHONY: all build demo test test-unit test-deploy fuzz lint bench test-faults test-cluster deps clean
 
 all: build
 
@@ -52,6 +52,12 @@ test: lint test-unit test-deploy fuzz
 
 test-faults:
 	FLEETSYNC_FAULTS_HEAVY=1 $(GO) test -race -count=1 -timeout 30m -run 'Fault|Kill|Overlap|Sigterm' ./cmd/... ./pipeline/...
+
+# The tests against a local ClickHouse cluster (ZooKeeper and 2 shards x 2
+# replicas, ~450 MB): build tag cluster, names starting TestCluster, so
+# `make test` does not run them.
+test-cluster:
+	$(GO) test -race -count=1 -tags cluster -timeout 30m -run '^TestCluster' ./...
 
 bench: deps build
 	$(GO) run ./cmd/fleetbench -out docs/benchmarks.md

@@ -139,6 +139,13 @@ type ClickHouseConfig struct {
 	Compression string `yaml:"compression" json:"compression"`
 	// TLS secures the native protocol (ClickHouse Cloud: port 9440).
 	TLS TLSConfig `yaml:"tls" json:"tls"`
+	// Cluster names a cluster of the servers' remote_servers: DDL runs ON
+	// CLUSTER, tables are Replicated locals under Distributed tables of the
+	// contract's names. Empty means one server.
+	Cluster string `yaml:"cluster" json:"cluster"`
+	// ZookeeperPath prefixes the ZooKeeper path of every replicated table;
+	// it holds the {shard} macro so each shard replicates apart.
+	ZookeeperPath string `yaml:"zookeeper_path" json:"zookeeper_path"`
 }
 
 // StateConfig says where high-water marks are kept.
@@ -208,6 +215,7 @@ func Default() *Config {
 			InsertTimeout:   Duration(2 * time.Minute),
 			RetryMaxElapsed: Duration(time.Minute),
 			Compression:     CompressionAuto,
+			ZookeeperPath:   "/clickhouse/tables/{shard}",
 		},
 		State: StateConfig{Backend: BackendClickHouse},
 		Metrics: MetricsConfig{

@@ -21,6 +21,8 @@ source:
   base_url: http://127.0.0.1:8080
   # A file holding the API token, re-read before each cycle and after every
   # 401, so a rotated token is picked up. Set exactly one of token_file, token.
+  # A {shard} in the path becomes sync.shard_index: a token (and so a rate
+  # limit) per shard, e.g. /run/secrets/fleet-token-{shard}.
   token_file: /run/secrets/fleet-token
   # The API token itself (or FLEETSYNC_SOURCE_TOKEN). Never logged.
   token: ""
@@ -78,7 +80,9 @@ sync:
   skip_idle: true
   idle_recheck: 1h
   # Split the variables among shard_count instances; this one is number
-  # shard_index, counted from 0.
+  # shard_index, counted from 0. Leave shard_index out in an Indexed Job:
+  # it is then taken from JOB_COMPLETION_INDEX. Shards run in parallel, each
+  # under its own lease; shard 0 alone refreshes the metadata tables.
   shard_index: 0
   shard_count: 1
   # How long a cycle's lease lasts without renewal; it keeps two instances
@@ -127,6 +131,13 @@ clickhouse:
     server_name: ""
     # Accept any server certificate (a warning is logged). Never in production.
     insecure_skip_verify: false
+  # A cluster of the servers' remote_servers, or empty for one server. With
+  # it, every DDL runs ON CLUSTER, the tables are Replicated*MergeTree
+  # "<name>_local" tables sharded by a hash of their key, and Distributed
+  # tables under the usual names (datapoints, devices, ...) serve queries.
+  cluster: ""
+  # The ZooKeeper path prefix of the replicated tables; keep {shard} in it.
+  zookeeper_path: /clickhouse/tables/{shard}
 
 state:
   # Where the high-water marks live: clickhouse (table sync_state) or file.

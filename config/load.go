@@ -34,8 +34,14 @@ func Parse(data []byte, name string, env []string) (*Config, error) {
 	}
 	s := newSchema()
 	cfg := Default()
+	// Whether sync.shard_index was given decides whether
+	// JOB_COMPLETION_INDEX may set it.
+	cfg.Sync.ShardIndex = shardIndexUnset
 	errs := decodeYAML(cfg, s, data, name)
 	errs = append(errs, applyEnv(cfg, s, env)...)
+	if err := shardIndexFromJob(cfg, env); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		// Validating half-decoded values would only add noise.
 		return nil, errors.Join(errs...)

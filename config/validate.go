@@ -208,6 +208,7 @@ func (c *ClickHouseConfig) validate(p *problems) {
 	positive(p, "clickhouse.insert_timeout", c.InsertTimeout, "the time one insert may take, e.g. 2m")
 	positive(p, "clickhouse.retry_max_elapsed", c.RetryMaxElapsed, "how long to retry a failing insert, e.g. 1m")
 	c.validateCompressionAndTLS(p)
+	c.validateCluster(p)
 }
 
 // validate adds the state section's problems to p.

@@ -39,13 +39,17 @@ type fleetsyncConfig struct {
 		MaxInFlight         int    `json:"max_in_flight"`
 		BatchRows           int    `json:"batch_rows"`
 		InsertWorkers       int    `json:"insert_workers"`
+		ShardCount          int    `json:"shard_count"`
+		ShardIndex          *int   `json:"shard_index"`
 	} `json:"sync"`
 	ClickHouse struct {
-		Addr         []string `json:"addr"`
-		Database     string   `json:"database"`
-		Username     string   `json:"username"`
-		Password     string   `json:"password"`
-		PasswordFile string   `json:"password_file"`
+		Addr          []string `json:"addr"`
+		Database      string   `json:"database"`
+		Username      string   `json:"username"`
+		Password      string   `json:"password"`
+		PasswordFile  string   `json:"password_file"`
+		Cluster       string   `json:"cluster"`
+		ZookeeperPath string   `json:"zookeeper_path"`
 	} `json:"clickhouse"`
 	State struct {
 		Backend string `json:"backend"`

@@ -10,8 +10,8 @@ import (
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
-// leaseName is the one lease per database (and table prefix): one sync
-// cycle at a time may write a warehouse.
+// leaseName is the lease of an unsharded deployment: one sync cycle at a
+// time may write a warehouse (see LeaseName for shards).
 const leaseName = "sync"
 
 // ClickHouse keeps the marks in the sync_state table of the warehouse that
@@ -25,10 +25,16 @@ const leaseName = "sync"
 type ClickHouse struct {
 	c     *chload.Client
 	stale func(holder string) bool
+	// lease is the row of sync_lease that Acquire contends for.
+	lease string
 }
 
 // NewClickHouse returns a store on c's database.
-func NewClickHouse(c *chload.Client) *ClickHouse { return &ClickHouse{c: c} }
+func NewClickHouse(c *chload.Client) *ClickHouse { return &ClickHouse{c: c, lease: leaseName} }
+
+// SetLease makes Acquire contend for the named lease (see LeaseName), so
+// that shards do not wait for each other.
+func (s *ClickHouse) SetLease(name string) { s.lease = name }
 
 // SetStaleHolder installs a check for leases whose holder is known to be
 // gone (a process on this host that no longer exists, killed before it could
@@ -120,7 +126,7 @@ func (s *ClickHouse) readLease(ctx context.Context) (leaseRow, error) {
 	var expMs int64
 	err := s.c.Conn().QueryRow(ctx,
 		"SELECT count(), argMax(holder, version), argMax(token, version), argMax(expires_at_ms, version) FROM "+
-			s.c.Table(chload.TableSyncLease)+" WHERE name = ?", leaseName).Scan(&n, &r.holder, &r.token, &expMs)
+			s.c.Table(chload.TableSyncLease)+" WHERE name = ?", s.lease).Scan(&n, &r.holder, &r.token, &expMs)
 	if err != nil {
 		return r, err
 	}
@@ -136,7 +142,7 @@ func (s *ClickHouse) writeLease(ctx context.Context, holder, token string, expir
 			return err
 		}
 		defer b.Abort()
-		if err := b.Append(leaseName, holder, token, expires.UnixMilli(), s.c.NextVersion()); err != nil {
+		if err := b.Append(s.lease, holder, token, expires.UnixMilli(), s.c.NextVersion()); err != nil {
 			return err
 		}
 		return b.Send()
@@ -163,6 +169,9 @@ func (s *ClickHouse) Acquire(ctx context.Context, holder string, ttl time.Durati
 		return nil, fmt.Errorf("acquire lease: ttl %s must be positive", ttl)
 	}
 	where := s.c.Table(chload.TableSyncLease)
+	if s.lease != leaseName {
+		where += " (" + s.lease + ")"
+	}
 	token := newToken()
 	// A claim can lose to a concurrent Release (a newer, empty row); then the
 	// lease is free and a second try is fair. Losing to a live claim is final.
@@ -178,7 +187,7 @@ func (s *ClickHouse) Acquire(ctx context.Context, holder string, ttl time.Durati
 		if err := s.writeLease(ctx, holder, token, expires); err != nil {
 			return nil, fmt.Errorf("acquire lease in %s: %w", where, err)
 		}
-		back, err := s.readLease(ctx)
+		back, err := s.readBack(ctx, token, cur.token)
 		if err != nil {
 			return nil, fmt.Errorf("acquire lease in %s: %w", where, err)
 		}
@@ -190,6 +199,29 @@ func (s *ClickHouse) Acquire(ctx context.Context, holder string, ttl time.Durati
 		}
 	}
 	return nil, fmt.Errorf("acquire lease in %s: lost three claims to concurrent releases; try again", where)
+}
+
+// readBackFor bounds how long Acquire waits to see its own claim: on a
+// cluster the read may reach a replica that has not yet replicated it.
+const readBackFor = 3 * time.Second
+
+// readBack reads the lease until it shows the claim token, or any row
+// newer than the one read before claiming (token before), or readBackFor
+// passes. Only replication lag makes it wait: on one server the first read
+// shows the claim or what beat it.
+func (s *ClickHouse) readBack(ctx context.Context, token, before string) (leaseRow, error) {
+	deadline := time.Now().Add(readBackFor)
+	for {
+		back, err := s.readLease(ctx)
+		if err != nil || back.token == token || back.token != before || time.Now().After(deadline) {
+			return back, err
+		}
+		select {
+		case <-ctx.Done():
+			return back, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 type chLease struct {

@@ -24,9 +24,12 @@ const fileFormat = 1
 // the same directory, fsynced, renamed over the old one, directory fsynced),
 // so a crash leaves either the old or the new marks, never a torn file.
 // Commits from several processes are serialised by an flock on PATH.lock;
-// the sync lease lives in PATH.lease.
+// the sync lease lives in PATH.lease (PATH.shard-N.lease for shard N, see
+// SetLease).
 type File struct {
 	path string
+	// lease is the name of the lease Acquire takes (see LeaseName).
+	lease string
 	// mu serialises this process's commits; the flock serialises processes.
 	mu sync.Mutex
 }
@@ -212,7 +215,7 @@ func (f *File) Acquire(ctx context.Context, holder string, ttl time.Duration) (L
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	path := f.path + ".lease"
+	path := f.leasePath()
 	fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("acquire lease %s: %w", path, err)

@@ -105,11 +105,15 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	if err != nil {
 		return nil, err
 	}
+	log = shardLogger(log, cfg.Sync)
 	a := &app{cfg: cfg, log: log, reg: prometheus.NewRegistry(), interactive: isTerminal(env.stderr), stderr: env.stderr}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fleetsync_build_info", Help: "Build of the running fleetsync; always 1."}, []string{"version", "goversion"})
 	buildInfo.WithLabelValues(version, goVersion()).Set(1)
 	a.reg.MustRegister(buildInfo)
+	if err := registerShardInfo(a.reg, cfg.Sync); err != nil {
+		return nil, err
+	}
 	if a.metrics, err = pipeline.NewMetrics(a.reg); err != nil {
 		return nil, err
 	}
@@ -144,6 +148,8 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		MaxOpenConns:  cfg.Sync.InsertWorkers + 2,
 		Compression:   cfg.ClickHouse.Compression,
 		TLS:           chTLS,
+		Cluster:       cfg.ClickHouse.Cluster,
+		ZookeeperPath: cfg.ClickHouse.ZookeeperPath,
 	}, log.Named("clickhouse"), a.reg)
 	if err != nil {
 		var ce *clickhouse.ConfigError
@@ -166,15 +172,18 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	}
 	switch cfg.State.Backend {
 	case config.BackendFile:
-		a.store = state.NewFile(cfg.State.Path)
+		st := state.NewFile(cfg.State.Path)
+		st.SetLease(state.LeaseName(cfg.Sync.ShardIndex, cfg.Sync.ShardCount))
+		a.store = st
 	default:
 		st := state.NewClickHouse(a.ch)
 		st.SetStaleHolder(deadLocalHolder)
+		st.SetLease(state.LeaseName(cfg.Sync.ShardIndex, cfg.Sync.ShardCount))
 		a.store = st
 	}
 	if withSource {
 		if cfg.Source.TokenFile != "" {
-			a.tokens = fleetapi.FileToken(cfg.Source.TokenFile)
+			a.tokens = fleetapi.FileToken(cfg.Source.TokenFileFor(cfg.Sync.ShardIndex))
 		} else {
 			a.tokens = fleetapi.StaticToken(cfg.Source.Token.Reveal())
 		}
@@ -209,14 +218,16 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			MaxInFlight:        cfg.Sync.MaxInFlight,
 			Logger:             log.Named("sync"),
 		})
-		// Every cycle refreshes every metadata table (devices, variables,
-		// groups, organizations) and syncs the configured events' logs,
-		// whose marks live in the warehouse whatever state.backend is.
-		stages := pipeline.Stages{
-			Metadata: pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata")),
-			Rollup:   a.ch,
+		// Every cycle of shard 0 refreshes every metadata table (devices,
+		// variables, groups, organizations) and syncs the configured events'
+		// logs, whose marks live in the warehouse whatever state.backend is.
+		var stages pipeline.Stages
+		if refreshesMetadata(cfg.Sync) {
+			stages.Metadata = pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
 		}
-		if len(cfg.Sync.Events) > 0 {
+		// Every shard keeps the rollups of its own variables.
+		stages.Rollup = a.ch
+		if len(cfg.Sync.Events) > 0 && refreshesMetadata(cfg.Sync) {
 			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
 		}
 		a.syncer = pipeline.NewSyncer(a.src, a.ch, stages, a.store, a.syncOptions(), log.Named("sync"), a.metrics)

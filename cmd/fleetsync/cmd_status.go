@@ -18,6 +18,8 @@ type statusRow struct {
 	Hwm            string  `json:"hwm,omitempty"`
 	LastActivityMs int64   `json:"last_activity_ms"`
 	LagSeconds     float64 `json:"lag_seconds"`
+	// Shard is the index of the shard that syncs the variable.
+	Shard int `json:"shard"`
 }
 
 func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
@@ -52,7 +54,8 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 			lagging++
 		}
 		r := statusRow{DeviceLabel: l.Variable.DeviceLabel, VariableLabel: l.Variable.Label, VariableID: l.Variable.ID,
-			LastActivityMs: l.Variable.LastActivityMs, LagSeconds: l.Lag.Seconds()}
+			LastActivityMs: l.Variable.LastActivityMs, LagSeconds: l.Lag.Seconds(),
+			Shard: shardOf(l.Variable.ID, cfg.Sync.ShardCount)}
 		if l.HasMark {
 			marked++
 			r.HwmMs = l.Mark.HwmMs
@@ -70,19 +73,23 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(map[string]any{
 			"variables": len(lags), "with_mark": marked, "lagging": lagging, "lag_threshold_seconds": threshold.Seconds(),
-			"max_lag_seconds": maxLag.Seconds(), "worst": rows,
+			"max_lag_seconds": maxLag.Seconds(), "worst": rows, "shard_count": cfg.Sync.ShardCount,
 		})
 	}
 	fmt.Fprintf(env.stdout, "%d variables, %d with a mark, %d lagging more than %s, max lag %s\n\n",
 		len(lags), marked, lagging, threshold, maxLag.Round(time.Second))
+	if sharded(cfg.Sync) {
+		shardSummary(env.stdout, lags, cfg.Sync.ShardCount, threshold)
+		fmt.Fprintln(env.stdout)
+	}
 	tw := tabwriter.NewWriter(env.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tVARIABLE\tHIGH-WATER MARK\tLAG")
+	fmt.Fprintln(tw, "DEVICE\tVARIABLE\tHIGH-WATER MARK\tLAG\tSHARD")
 	for _, r := range rows {
 		hwm := r.Hwm
 		if hwm == "" {
 			hwm = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", r.DeviceLabel, r.VariableLabel, hwm, (time.Duration(r.LagSeconds * float64(time.Second))).Round(time.Second))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\n", r.DeviceLabel, r.VariableLabel, hwm, (time.Duration(r.LagSeconds * float64(time.Second))).Round(time.Second), r.Shard)
 	}
 	return tw.Flush()
 }

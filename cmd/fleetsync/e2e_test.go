@@ -28,6 +28,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	chtest.StopShared()
+	chtest.StopCluster()
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

@@ -97,19 +97,32 @@ func (w *world) countLoaded() float64 {
 	return float64(n)
 }
 
-func TestSyncPushesMetricsToPushgateway(t *testing.T) {
+// startPushgateway starts a Pushgateway of this test's own on a free
+// loopback port and returns its address and a stop function (by its PID,
+// idempotent; also called when the test ends).
+func startPushgateway(t *testing.T) (addr string, stop func()) {
+	t.Helper()
 	bin, err := exec.LookPath("prometheus-pushgateway")
 	if err != nil {
 		t.Fatalf("prometheus-pushgateway is not installed (apt-get install -y prometheus-pushgateway; .ci/run does it): %v", err)
 	}
-	addr := freeAddr(t)
-	pg := exec.Command(bin, "--web.listen-address="+addr, "--persistence.interval=0")
+	addr = freeAddr(t)
+	// Debian's default persists to /var/lib/prometheus/pushgateway.data,
+	// shared by every run on the machine: keep this one's groups in memory.
+	pg := exec.Command(bin, "--web.listen-address="+addr, "--persistence.file=")
 	pg.Stdout, pg.Stderr = io.Discard, io.Discard
 	if err := pg.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = pg.Process.Kill(); _ = pg.Wait() })
+	var once sync.Once
+	stop = func() { once.Do(func() { _ = pg.Process.Kill(); _ = pg.Wait() }) }
+	t.Cleanup(stop)
 	poll(t, 20*time.Second, "the Pushgateway to answer", func() bool { c, _ := httpGet("http://" + addr + "/-/ready"); return c == 200 })
+	return addr, stop
+}
+
+func TestSyncPushesMetricsToPushgateway(t *testing.T) {
+	addr, stopPushgateway := startPushgateway(t)
 
 	w := newWorld(t, worldOpts{})
 	cfg, _ := os.ReadFile(w.cfgPath)
@@ -159,8 +172,7 @@ func TestSyncPushesMetricsToPushgateway(t *testing.T) {
 	}
 
 	// A Pushgateway that is gone does not fail a good sync.
-	_ = pg.Process.Kill()
-	_ = pg.Wait()
+	stopPushgateway()
 	w.sync()
 }
 

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,10 @@ func (a *app) push(succeeded bool) {
 		g = withoutFamily(a.reg, "fleetsync_last_success_timestamp_seconds")
 	}
 	p := push.New(u.Reveal(), a.cfg.Metrics.Job).Gatherer(g).Grouping("instance", instance)
+	if sharded(a.cfg.Sync) {
+		// Shards push side by side, never over each other's group.
+		p = p.Grouping("shard", strconv.Itoa(a.cfg.Sync.ShardIndex))
+	}
 	if err := p.Add(); err != nil {
 		a.log.Warn("pushing metrics to the Pushgateway failed; the sync result stands", zap.String("pushgateway", u.String()), zap.Error(redactErr(err, u)))
 	}

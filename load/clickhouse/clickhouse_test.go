@@ -22,6 +22,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	chtest.StopShared()
+	chtest.StopCluster()
 	os.Exit(code)
 }
 
@@ -112,7 +113,7 @@ func TestMigrateAddsColumnsAnOlderTableLacks(t *testing.T) {
 	if err := c.Migrate(ctx); err != nil {
 		t.Fatalf("Migrate over the old table: %v", err)
 	}
-	have, err := c.columnTypes(ctx, TableVariables)
+	have, err := c.columnTypesOf(ctx, TableVariables)
 	if err != nil {
 		t.Fatal(err)
 	}

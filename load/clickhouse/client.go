@@ -49,7 +49,15 @@ type Config struct {
 	// TLS, when set, dials the native protocol over TLS with it (see
 	// TLSConfig); nil dials plain TCP.
 	TLS *tls.Config
+	// Cluster, when set, is the servers' cluster: see cluster.go.
+	Cluster string
+	// ZookeeperPath prefixes the replicated tables' ZooKeeper paths; it
+	// holds {shard}. Empty means DefaultZookeeperPath.
+	ZookeeperPath string
 }
+
+// DefaultZookeeperPath is the ZooKeeper path prefix of replicated tables.
+const DefaultZookeeperPath = "/clickhouse/tables/{shard}"
 
 // String describes the configuration without the password, so a Config can
 // be logged or printed safely.
@@ -90,6 +98,9 @@ func (c Config) Validate() error {
 	if c.TablePrefix != "" && !identifierRE.MatchString(c.TablePrefix) {
 		return &ConfigError{Field: "table_prefix", Reason: fmt.Sprintf("%q is not a plain identifier (letters, digits, _; not starting with a digit)", c.TablePrefix)}
 	}
+	if c.Cluster != "" && !identifierRE.MatchString(c.Cluster) {
+		return &ConfigError{Field: "cluster", Reason: fmt.Sprintf("%q is not a plain identifier; name a cluster of the servers' remote_servers", c.Cluster)}
+	}
 	if c.DialTimeout < 0 || c.InsertTimeout < 0 || c.MaxElapsed < 0 || c.MaxOpenConns < 0 {
 		return &ConfigError{Field: "timeouts", Reason: "negative timeout or connection count"}
 	}
@@ -111,6 +122,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxOpenConns == 0 {
 		c.MaxOpenConns = 4
+	}
+	if c.ZookeeperPath == "" {
+		c.ZookeeperPath = DefaultZookeeperPath
 	}
 	return c
 }
@@ -164,6 +178,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 		// Column buffers are the bulk of the memory; keep them per
 		// connection between batches rather than regrowing them.
 		FreeBufOnConnRelease: false,
+		Settings:             clusterSettings(cfg),
 	})
 	if err != nil {
 		// clickhouse.Open only fails on option errors; they never carry the password.

@@ -47,6 +47,13 @@ type tableDef struct {
 	name    string
 	columns []column
 	engine  string
+	// shardBy is the Distributed table's sharding expression on a cluster;
+	// empty means the rule of shardingKey (a hash of the first ORDER BY
+	// column).
+	shardBy string
+	// everywhere keeps a table whose rows are per variable whole on every
+	// node of a cluster instead of sharding it (see sharded).
+	everywhere bool
 }
 
 // schema is every table fleetsync owns. ClickHouse 18.16 knows neither
@@ -128,6 +135,9 @@ var schema = []tableDef{
 		// version is the mark itself (hwm_ms), so a merge keeps the
 		// greatest mark of a variable and can never move it backwards.
 		engine: "ReplacingMergeTree(version) ORDER BY variable_id",
+		// On a cluster a shard reads the marks back from the node it wrote
+		// them to, not from a replica of another shard that may lag.
+		everywhere: true,
 	},
 	{
 		name: TableSyncLease,
@@ -289,13 +299,27 @@ func (col column) ddl() string {
 
 // Migrate creates the database and every table, and upgrades older tables by
 // adding the columns they lack. Running it again changes nothing. It is safe
-// to run concurrently with another Migrate (two overlapping cycles).
+// to run concurrently with another Migrate (two overlapping cycles). On a
+// cluster (Config.Cluster) every statement runs ON CLUSTER and each table is
+// a Replicated local table under a Distributed one (see cluster.go); a
+// database laid out the other way is refused with a *LayoutError.
 func (c *Client) Migrate(ctx context.Context) error {
-	if err := c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+c.cfg.Database+"`"); err != nil {
+	if err := c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+c.cfg.Database+"`"+c.onCluster()); err != nil {
 		return fmt.Errorf("migrate: create database %s: %w", c.cfg.Database, err)
 	}
+	engines, err := c.tableEngines(ctx)
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	if err := c.checkLayout(engines); err != nil {
+		return err
+	}
 	for _, t := range schema {
-		if err := c.migrateTable(ctx, t); err != nil {
+		migrate := c.migrateTable
+		if c.clustered() {
+			migrate = c.migrateClusterTable
+		}
+		if err := migrate(ctx, t); err != nil {
 			return fmt.Errorf("migrate %s: %w", c.Table(t.name), err)
 		}
 	}
@@ -306,15 +330,26 @@ func (c *Client) Migrate(ctx context.Context) error {
 }
 
 func (c *Client) migrateTable(ctx context.Context, t tableDef) error {
+	create := "CREATE TABLE IF NOT EXISTS " + c.Table(t.name) + " (" + columnsDDL(t) + ") ENGINE = " + t.engine
+	if err := c.conn.Exec(ctx, create); err != nil {
+		return fmt.Errorf("create: %w", err)
+	}
+	return c.addMissingColumns(ctx, t, c.cfg.TablePrefix+t.name, c.Table(t.name))
+}
+
+// columnsDDL is the column list of a CREATE TABLE.
+func columnsDDL(t tableDef) string {
 	cols := make([]string, len(t.columns))
 	for i, col := range t.columns {
 		cols[i] = col.ddl()
 	}
-	create := "CREATE TABLE IF NOT EXISTS " + c.Table(t.name) + " (" + strings.Join(cols, ", ") + ") ENGINE = " + t.engine
-	if err := c.conn.Exec(ctx, create); err != nil {
-		return fmt.Errorf("create: %w", err)
-	}
-	have, err := c.columnTypes(ctx, t.name)
+	return strings.Join(cols, ", ")
+}
+
+// addMissingColumns adds to the table named name (qualified: its quoted
+// full name) the columns of t it lacks, in t's order.
+func (c *Client) addMissingColumns(ctx context.Context, t tableDef, name, qualified string) error {
+	have, err := c.columnTypesOf(ctx, name)
 	if err != nil {
 		return err
 	}
@@ -325,33 +360,35 @@ func (c *Client) migrateTable(ctx context.Context, t tableDef) error {
 				// Never retype a column behind the user's back; inserts
 				// will say precisely what does not fit.
 				c.log.Warn("column type differs from fleetsync's schema",
-					zap.String("table", t.name), zap.String("column", col.name),
+					zap.String("table", name), zap.String("column", col.name),
 					zap.String("have", typ), zap.String("want", col.typ))
 			}
 			continue
 		}
-		alter := "ALTER TABLE " + c.Table(t.name) + " ADD COLUMN " + col.ddl()
+		alter := "ALTER TABLE " + qualified + c.onCluster() + " ADD COLUMN " + col.ddl()
 		if i > 0 {
 			alter += " AFTER `" + t.columns[i-1].name + "`"
 		}
 		if err := c.conn.Exec(ctx, alter); err != nil {
 			// A concurrent Migrate may have added it in the meantime.
-			if again, qerr := c.columnTypes(ctx, t.name); qerr == nil {
+			if again, qerr := c.columnTypesOf(ctx, name); qerr == nil {
 				if _, ok := again[col.name]; ok {
 					continue
 				}
 			}
 			return fmt.Errorf("add column %s: %w", col.name, err)
 		}
-		c.log.Info("added column", zap.String("table", t.name), zap.String("column", col.name))
+		c.log.Info("added column", zap.String("table", name), zap.String("column", col.name))
 		have[col.name] = col.typ
 	}
 	return nil
 }
 
-func (c *Client) columnTypes(ctx context.Context, table string) (map[string]string, error) {
+// columnTypesOf maps the columns of the table named name (prefix
+// included) to their types.
+func (c *Client) columnTypesOf(ctx context.Context, name string) (map[string]string, error) {
 	rows, err := c.conn.Query(ctx, "SELECT name, type FROM system.columns WHERE database = ? AND table = ?",
-		c.cfg.Database, c.cfg.TablePrefix+table)
+		c.cfg.Database, name)
 	if err != nil {
 		return nil, fmt.Errorf("read columns: %w", err)
 	}

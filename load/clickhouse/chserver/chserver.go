@@ -62,15 +62,28 @@ type Options struct {
 	// Users adds users beside the password-less default one, by name with
 	// their password (tests of a password that must never be logged).
 	Users map[string]string
+	// Extra is XML placed inside the configuration's root element: a
+	// cluster's remote_servers, macros, zookeeper and distributed_ddl.
+	Extra string
+	// Interserver also binds an interserver HTTP port on loopback, from
+	// which the server's replicas fetch parts.
+	Interserver bool
+	// HTTPPort and InterserverPort, when not 0, are used instead of free
+	// ports picked at start (a cluster reserves all its ports at once).
+	HTTPPort, InterserverPort int
 }
 
 // Server is a running (or killed and resumable) clickhouse-server process.
 type Server struct {
-	binary       string
-	dir          string
-	ownDir       bool
-	tcpPort      int
-	httpPort     int
+	binary   string
+	dir      string
+	ownDir   bool
+	tcpPort  int
+	httpPort int
+	// interPort is the interserver HTTP port, 0 when none is bound.
+	interPort    int
+	interserver  bool
+	extra        string
 	startTimeout time.Duration
 	log          *zap.Logger
 	// externalAddr is set for a server this package did not start.
@@ -110,6 +123,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		log:          opts.Logger,
 		tls:          opts.TLS,
 		users:        opts.Users,
+		interserver:  opts.Interserver,
+		extra:        opts.Extra,
+		httpPort:     opts.HTTPPort,
+		interPort:    opts.InterserverPort,
 	}
 	if s.tls != nil {
 		probe, err := s.tls.probeConfig()
@@ -242,7 +259,7 @@ func (s *Server) Resume(ctx context.Context) error {
 	// both can be bound again rather than fail the start.
 	wctx, cancel := context.WithTimeout(ctx, s.startTimeout)
 	defer cancel()
-	for !portFree(s.tcpPort) || !portFree(s.httpPort) {
+	for !portFree(s.tcpPort) || !portFree(s.httpPort) || (s.interPort != 0 && !portFree(s.interPort)) {
 		select {
 		case <-wctx.Done():
 			return fmt.Errorf("resume clickhouse-server: ports %d/%d still busy: %w", s.tcpPort, s.httpPort, wctx.Err())
@@ -304,11 +321,20 @@ func (s *Server) pickPorts(keepTCP bool) error {
 		}
 		s.tcpPort = p
 	}
-	p, err := freePort()
-	if err != nil {
-		return err
+	if !keepTCP || s.httpPort == 0 {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.httpPort = p
 	}
-	s.httpPort = p
+	if s.interserver && (!keepTCP || s.interPort == 0) {
+		p, err := freePort()
+		if err != nil {
+			return err
+		}
+		s.interPort = p
+	}
 	return nil
 }
 
@@ -371,15 +397,20 @@ func (s *Server) launch(ctx context.Context) error {
 // leaves no server behind; that goroutine therefore keeps its OS thread until
 // the child has exited.
 func spawn(binary, dir string, out *os.File) (*process, error) {
+	cmd := exec.Command(binary, "--config-file="+filepath.Join(dir, "config.xml"))
+	cmd.Dir = dir
+	cmd.Stdout = out
+	cmd.Stderr = out
+	return spawnCmd(cmd)
+}
+
+// spawnCmd starts cmd as spawn describes, in its own process group.
+func spawnCmd(cmd *exec.Cmd) (*process, error) {
 	p := &process{done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
-		cmd := exec.Command(binary, "--config-file="+filepath.Join(dir, "config.xml"))
-		cmd.Dir = dir
-		cmd.Stdout = out
-		cmd.Stderr = out
 		cmd.SysProcAttr = sysProcAttr()
 		if err := cmd.Start(); err != nil {
 			started <- err
@@ -442,7 +473,7 @@ func reachable(ctx context.Context, addr string, tc *tls.Config) bool {
 
 func (s *Server) writeConfig() error {
 	var buf bytes.Buffer
-	data := map[string]any{"Dir": s.dir, "TCPPort": s.tcpPort, "HTTPPort": s.httpPort, "TLS": s.tls}
+	data := map[string]any{"Dir": s.dir, "TCPPort": s.tcpPort, "HTTPPort": s.httpPort, "TLS": s.tls, "InterPort": s.interPort, "Extra": s.extra}
 	if err := configTemplate.Execute(&buf, data); err != nil {
 		return fmt.Errorf("render clickhouse config: %w", err)
 	}
@@ -503,6 +534,11 @@ var configTemplate = template.Must(template.New("config").Parse(`<?xml version="
   <mark_cache_size>268435456</mark_cache_size>
   <uncompressed_cache_size>268435456</uncompressed_cache_size>
   <max_concurrent_queries>100</max_concurrent_queries>
+{{- if .InterPort}}
+  <interserver_http_port>{{.InterPort}}</interserver_http_port>
+  <interserver_http_host>127.0.0.1</interserver_http_host>
+{{- end}}
+{{.Extra}}
 </yandex>
 `))
 

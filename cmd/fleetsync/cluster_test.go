@@ -1,0 +1,395 @@
+//go:build cluster
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/fleetsync/fleetsync/extract/fleetsim"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
+)
+
+// TestClusterTwoShardsStartedTogetherRunAtOnceAndSyncEveryPointOnce is
+// done-when 1: both exit 0, every point is in datapoints FINAL (through the
+// Distributed table) exactly once, each variable was read by one shard, and
+// the logs show the two cycles overlapping. Each shard's first data request
+// is held until the other shard has made one (a barrier), so the overlap
+// does not depend on the machine's speed; were the shards to exclude each
+// other, one would fail on the lease and the other's hold time out.
+func TestClusterTwoShardsStartedTogetherRunAtOnceAndSyncEveryPointOnce(t *testing.T) {
+	cw := newClusterWorld(t, fleetsim.Options{})
+	reading := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
+	var first [2]sync.Once
+	cw.handler = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		if strings.HasPrefix(r.URL.Path, "/api/v1.6/data/") {
+			for i := range 2 {
+				if r.Header.Get("X-Auth-Token") == shardToken(i) {
+					first[i].Do(func() {
+						close(reading[i])
+						select {
+						case <-reading[1-i]:
+						case <-time.After(2 * time.Minute):
+						}
+					})
+				}
+			}
+		}
+		next.ServeHTTP(w, r)
+	}
+	res := cw.mustSync(cw.config(0, 2, ""), cw.config(1, 2, ""))
+	cw.settle()
+	cw.checkOracle()
+
+	s0, e0, sum0 := cycleSpan(t, res[0].stderr)
+	s1, e1, sum1 := cycleSpan(t, res[1].stderr)
+	if !(s0.Before(e1) && s1.Before(e0)) {
+		t.Errorf("the cycles did not overlap: shard 0 ran %s to %s, shard 1 %s to %s", s0, e0, s1, e1)
+	}
+	t.Logf("shard 0 ran %s-%s, shard 1 %s-%s", s0.Format("15:04:05.000"), e0.Format("15:04:05.000"), s1.Format("15:04:05.000"), e1.Format("15:04:05.000"))
+	vars := 0
+	for _, d := range cw.sim.Devices() {
+		vars += len(d.Variables)
+	}
+	if sum0.Read == 0 || sum1.Read == 0 || int(sum0.Read+sum1.Read) != vars {
+		t.Errorf("shards read %v and %v variables, want both some and %d in all (each variable by one shard)", sum0.Read, sum1.Read, vars)
+	}
+	for i, r := range res {
+		for _, l := range shardLogLines(t, r.stderr) {
+			if l.ShardIndex == nil || *l.ShardIndex != i {
+				t.Fatalf("shard %d logged a line without its shard_index: %+v", i, l)
+			}
+		}
+	}
+	// status, from either shard's configuration, shows every shard.
+	code, out, errs := cw.cli(context.Background(), "status", "--config", cw.config(1, 2, ""), "--limit", "0")
+	if code != 0 {
+		t.Fatalf("status exited %d: %s", code, lastLines(errs, 5))
+	}
+	for i, want := range []float64{sum0.Read, sum1.Read} {
+		line := fmt.Sprintf("shard %d of 2: %d variables, %d with a mark", i, int(want), int(want))
+		if !strings.Contains(out, line) {
+			t.Errorf("status lacks %q:\n%s", line, out)
+		}
+	}
+}
+
+// slowFleet is a fleet whose cycle takes seconds (many small requests, each
+// delayed), so that a test can act in the middle of it.
+func slowFleet() fleetsim.Options {
+	return fleetsim.Options{Devices: 6, Variables: 4, Points: 1500, Span: 20 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 20 * time.Millisecond}}
+}
+
+const slowSync = "rows_per_request: 400\nvariables_per_request: 3\nmax_in_flight: 2\nbatch_rows: 2000"
+
+// awaitRows polls until some points have landed (the cycles are under way).
+func (cw *clusterWorld) awaitRows(done <-chan struct{}) {
+	cw.t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for cw.distributedRows() == 0 {
+		select {
+		case <-done:
+			cw.t.Fatal("the sync finished before any point was seen loaded")
+		default:
+		}
+		if time.Now().After(deadline) {
+			cw.t.Fatal("no point landed within 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClusterTwoPodsOfOneIndexNeverDuplicateNorMoveAMarkBack is done-when
+// 2: two processes of shard 0 at once (and shard 1 beside them): each of
+// them exits 0 or steps aside on the lease; no point is duplicated under
+// FINAL, no mark moves backwards, and the next cycle is exact.
+func TestClusterTwoPodsOfOneIndexNeverDuplicateNorMoveAMarkBack(t *testing.T) {
+	cw := newClusterWorld(t, slowFleet())
+	cfg0, cfg1 := cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)
+	procs := []*proc{
+		startBinary(t, nil, "sync", "--config", cfg0),
+		startBinary(t, nil, "sync", "--config", cfg0),
+		startBinary(t, nil, "sync", "--config", cfg1),
+	}
+	stepped := 0
+	for i, p := range procs {
+		code := p.wait(t, 5*time.Minute)
+		switch {
+		case code == 0:
+		case code == 1 && i < 2 && strings.Contains(p.stderr.String(), "another sync is running"):
+			stepped++
+		default:
+			t.Fatalf("process %d exited %d; its log ends:\n%s", i, code, lastLines(p.stderr.String(), 15))
+		}
+	}
+	t.Logf("%d of the two shard-0 processes stepped aside", stepped)
+	cw.settle()
+	prev := cw.checkMarksCovered(map[string]int64{})
+	cw.loaded() // fails on a duplicate under FINAL
+	cw.mustSync(cfg0, cfg1)
+	cw.settle()
+	cw.checkMarksCovered(prev)
+	cw.checkOracle()
+}
+
+// TestClusterShardCountChangeFromTwoToThreeStaysExact is done-when 3: new
+// and late points between a cycle of 2 shards and one of 3.
+func TestClusterShardCountChangeFromTwoToThreeStaysExact(t *testing.T) {
+	cw := newClusterWorld(t, fleetsim.Options{})
+	cw.mustSync(cw.config(0, 2, ""), cw.config(1, 2, ""))
+	cw.settle()
+	prev := cw.checkMarksCovered(map[string]int64{})
+	now := time.Now().UnixMilli()
+	added := 0
+	for _, d := range cw.sim.Devices() {
+		for i, v := range d.Variables {
+			pts := cw.sim.Points(v.ID)
+			if len(pts) == 0 {
+				continue
+			}
+			newest := pts[len(pts)-1].TimestampMs
+			add := []fleetsim.SimPoint{
+				{TimestampMs: now - int64(i) - 10, Value: 1000 + float64(i), Context: map[string]any{"note": "new"}},
+				{TimestampMs: newest - 20*60*1000 + int64(i), Value: -5, Context: map[string]any{"note": "late"}},
+			}
+			if err := cw.sim.AddPoints(v.ID, add); err != nil {
+				t.Fatal(err)
+			}
+			added += len(add)
+		}
+	}
+	if added == 0 {
+		t.Fatal("no variable has points to add to")
+	}
+	// The third shard takes its index from an Indexed Job's environment;
+	// the others' files set theirs, which wins over it.
+	res := cw.syncShards([]string{"JOB_COMPLETION_INDEX=2"}, cw.config(0, 3, ""), cw.config(1, 3, ""), cw.config(-1, 3, ""))
+	for i, r := range res {
+		if r.code != 0 {
+			t.Fatalf("shard %d of 3 exited %d; its log ends:\n%s", i, r.code, lastLines(r.stderr, 15))
+		}
+		for _, l := range shardLogLines(t, r.stderr) {
+			if l.ShardIndex == nil || *l.ShardIndex != i {
+				t.Fatalf("shard run %d logged as shard %v, want %d: %+v", i, l.ShardIndex, i, l)
+			}
+		}
+	}
+	cw.settle()
+	cw.checkMarksCovered(prev)
+	cw.checkOracle()
+}
+
+// TestClusterReplicaKilledMidCycleThenRestartedCatchesUp is done-when 4.
+func TestClusterReplicaKilledMidCycleThenRestartedCatchesUp(t *testing.T) {
+	cw := newClusterWorld(t, slowFleet())
+	victim := cw.cl.Nodes[1][0]
+	t.Cleanup(func() { _ = cw.cl.Resume(context.Background(), victim) })
+	cfgs := []string{cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)}
+	done := make(chan struct{})
+	var res []shardRun
+	go func() { defer close(done); res = cw.syncShards(nil, cfgs...) }()
+	cw.awaitRows(done)
+	if err := victim.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	for i, r := range res {
+		if r.code != 0 {
+			// A cycle may fail cleanly; the next one must finish.
+			t.Logf("shard %d exited %d with the replica down; running it again", i, r.code)
+			if again := cw.syncShards(nil, cfgs[i])[0]; again.code != 0 {
+				t.Fatalf("shard %d exited %d again with the replica down; its log ends:\n%s", i, again.code, lastLines(again.stderr, 15))
+			}
+		}
+	}
+	if err := cw.cl.Resume(context.Background(), victim); err != nil {
+		t.Fatal(err)
+	}
+	cw.settle() // the restarted replica catches up with its sibling
+	cw.checkMarksCovered(map[string]int64{})
+	cw.checkOracle()
+}
+
+// TestClusterShardKilledMidCycleThenRerunIsExact is done-when 5.
+func TestClusterShardKilledMidCycleThenRerunIsExact(t *testing.T) {
+	cw := newClusterWorld(t, slowFleet())
+	cfg0, cfg1 := cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)
+	p0 := startBinary(t, nil, "sync", "--config", cfg0)
+	p1 := startBinary(t, nil, "sync", "--config", cfg1)
+	cw.awaitRows(p0.done)
+	p0.kill()
+	if code := p1.wait(t, 5*time.Minute); code != 0 {
+		t.Fatalf("shard 1 exited %d while shard 0 was killed; its log ends:\n%s", code, lastLines(p1.stderr.String(), 15))
+	}
+	cw.settle()
+	prev := cw.checkMarksCovered(map[string]int64{})
+	// The killed shard's lease names a dead process of this host: the rerun
+	// takes it over at once.
+	cw.mustSync(cfg0)
+	cw.settle()
+	cw.checkMarksCovered(prev)
+	cw.checkOracle()
+}
+
+// readmeQueries are the SQL examples of README.md, on database db.
+func readmeQueries(t *testing.T, db string) []string {
+	t.Helper()
+	text, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, block := range strings.Split(string(text), "```sql")[1:] {
+		q, _, _ := strings.Cut(block, "```")
+		q = strings.TrimSpace(strings.ReplaceAll(q, "fleet.", "`"+db+"`."))
+		q = strings.TrimSuffix(q, ";")
+		if i := strings.Index(q, "\nFORMAT "); i >= 0 {
+			q = q[:i]
+		}
+		out = append(out, q)
+	}
+	if len(out) < 5 {
+		t.Fatalf("found only %d SQL examples in README.md", len(out))
+	}
+	return out
+}
+
+// queryRows runs q and renders its rows as text, floats to 9 significant
+// digits (a distributed avg sums in another order).
+func queryRows(t *testing.T, conn driver.Conn, q string) []string {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), q)
+	if err != nil {
+		t.Fatalf("%v\nquery:\n%s", err, q)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		vals := make([]any, len(rows.ColumnTypes()))
+		for i, ct := range rows.ColumnTypes() {
+			vals[i] = reflect.New(ct.ScanType()).Interface()
+		}
+		if err := rows.Scan(vals...); err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, v := range vals {
+			switch x := reflect.ValueOf(v).Elem().Interface().(type) {
+			case float64:
+				fmt.Fprintf(&b, "%.9g|", x)
+			case *float64:
+				if x == nil {
+					b.WriteString("NULL|")
+				} else {
+					fmt.Fprintf(&b, "%.9g|", *x)
+				}
+			default:
+				fmt.Fprintf(&b, "%v|", x)
+			}
+		}
+		out = append(out, b.String())
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestClusterMigrateTwiceAndReadmeQueriesMatchOneServer is done-when 6:
+// `fleetsync migrate` against the cluster creates every table on every
+// node, a second run changes nothing, and the README's queries return the
+// same through the cluster as on one server synced from the same fleet.
+func TestClusterMigrateTwiceAndReadmeQueriesMatchOneServer(t *testing.T) {
+	cw := newClusterWorld(t, fleetsim.Options{})
+	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
+	tables := func() map[string]string {
+		out := map[string]string{}
+		for s, shard := range cw.cl.Nodes {
+			for r, n := range shard {
+				conn := openConn(t, n.Addr())
+				rows, err := conn.Query(context.Background(), "SELECT name, engine, create_table_query FROM system.tables WHERE database = ?", cw.db)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for rows.Next() {
+					var name, engine, ddl string
+					if err := rows.Scan(&name, &engine, &ddl); err != nil {
+						t.Fatal(err)
+					}
+					out[fmt.Sprintf("%d/%d %s", s, r, name)] = engine + " " + ddl
+				}
+				rows.Close()
+			}
+		}
+		return out
+	}
+	for i := range 2 {
+		if code, out, errs := cw.cli(context.Background(), "migrate", "--config", cfg0); code != 0 {
+			t.Fatalf("migrate %d exited %d: %s %s", i+1, code, out, lastLines(errs, 5))
+		}
+	}
+	before := tables()
+	// Every table of the contract, on every node.
+	for _, name := range []string{"datapoints", "devices", "variables", "sync_state", "sync_lease", "organizations", "device_groups",
+		"device_group_members", "device_group_member_changes", "event_logs", "event_state", "schema_migrations"} {
+		for s, shard := range cw.cl.Nodes {
+			for r := range shard {
+				if _, ok := before[fmt.Sprintf("%d/%d %s", s, r, name)]; !ok {
+					t.Errorf("node %d/%d lacks table %s after migrate", s, r, name)
+				}
+			}
+		}
+	}
+	if code, _, errs := cw.cli(context.Background(), "migrate", "--config", cfg1); code != 0 {
+		t.Fatalf("third migrate exited %d: %s", code, lastLines(errs, 5))
+	}
+	after := tables()
+	for k, b := range before {
+		if after[k] != b {
+			t.Errorf("%s changed by another migrate:\nbefore: %s\nafter:  %s", k, b, after[k])
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("another migrate changed the number of tables from %d to %d", len(before), len(after))
+	}
+
+	// The same fleet into one server.
+	srv := chtest.Shared(t)
+	singleDB := chtest.NewDatabase(t, srv)
+	single := filepath.Join(cw.dir, "single.yaml")
+	text, err := os.ReadFile(cfg0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(text)
+	cfg = cfg[:strings.Index(cfg, "clickhouse:")] + fmt.Sprintf("clickhouse:\n  addr: [%q]\n  database: %s\nmetrics:\n  listen: \"127.0.0.1:0\"\nlog:\n  format: json\n", srv.Addr(), singleDB)
+	cfg = strings.Replace(cfg, "  shard_count: 2\n  shard_index: 0\n", "", 1)
+	if err := os.WriteFile(single, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cw.mustSync(cfg0, cfg1, single)
+	cw.settle()
+	cw.checkOracle()
+	singleConn := openConn(t, srv.Addr())
+	for _, q := range readmeQueries(t, "DB") {
+		onCluster := queryRows(t, cw.conn, strings.ReplaceAll(q, "`DB`", "`"+cw.db+"`"))
+		onOne := queryRows(t, singleConn, strings.ReplaceAll(q, "`DB`", "`"+singleDB+"`"))
+		if !reflect.DeepEqual(onCluster, onOne) {
+			t.Errorf("README query differs between the cluster (%d rows) and one server (%d rows):\n%s\nfirst rows: %v\nvs %v",
+				len(onCluster), len(onOne), q, onCluster[:min(3, len(onCluster))], onOne[:min(3, len(onOne))])
+		}
+		if len(onOne) == 0 && !strings.Contains(q, "'temperature'") {
+			t.Logf("README query returns no rows on this fleet:\n%s", q)
+		}
+	}
+}

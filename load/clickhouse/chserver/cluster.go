@@ -1,0 +1,277 @@
+package chserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"go.uber.org/zap"
+)
+
+// ClusterOptions configures StartCluster. The zero value starts 2 shards of
+// 2 replicas named "fleet".
+type ClusterOptions struct {
+	// Name is the cluster's name in remote_servers; empty means "fleet".
+	Name string
+	// Shards and Replicas (per shard); 0 means 2 each.
+	Shards, Replicas int
+	// Server and ZooKeeper are the options of every server (its Extra,
+	// Interserver and TCPPort are set here) and of ZooKeeper.
+	Server    Options
+	ZooKeeper ZooKeeperOptions
+	// Logger receives start/stop events; nil means zap.NewNop().
+	Logger *zap.Logger
+}
+
+// DDLPath is the ZooKeeper node of the cluster's distributed DDL queue.
+const DDLPath = "/clickhouse/task_queue/ddl"
+
+// Cluster is a ZooKeeper server and clickhouse-server processes forming one
+// cluster of shards of replicas, all on loopback: the replicated, sharded
+// warehouse in miniature. Every server knows the cluster (remote_servers,
+// with internal_replication, as Replicated local tables want), its own
+// {shard} and {replica} macros, the ZooKeeper and the DDL queue.
+type Cluster struct {
+	name string
+	zk   *ZooKeeper
+	// Nodes[shard][replica], both counted from 0.
+	Nodes [][]*Server
+}
+
+// StartCluster starts ZooKeeper, then every server at once, and waits until
+// all answer. On failure whatever started is stopped.
+func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+	if opts.Name == "" {
+		opts.Name = "fleet"
+	}
+	if opts.Shards <= 0 {
+		opts.Shards = 2
+	}
+	if opts.Replicas <= 0 {
+		opts.Replicas = 2
+	}
+	if opts.Logger == nil {
+		opts.Logger = zap.NewNop()
+	}
+	if opts.ZooKeeper.Logger == nil {
+		opts.ZooKeeper.Logger = opts.Logger
+	}
+	zk, err := StartZooKeeper(ctx, opts.ZooKeeper)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{name: opts.Name, zk: zk}
+	// The native ports go into every server's remote_servers, so every
+	// port is chosen before any server starts, all distinct: a port picked
+	// free while another server starts could be one reserved for a third.
+	taken := map[int]bool{zk.Port(): true}
+	distinct := func() (int, error) {
+		for {
+			p, err := freePort()
+			if err != nil || !taken[p] {
+				taken[p] = true
+				return p, err
+			}
+		}
+	}
+	ports := make([][]int, opts.Shards)
+	for s := range ports {
+		ports[s] = make([]int, opts.Replicas)
+		for r := range ports[s] {
+			if ports[s][r], err = distinct(); err != nil {
+				_ = c.Stop()
+				return nil, err
+			}
+		}
+	}
+	remote := remoteServers(opts.Name, ports)
+	c.Nodes = make([][]*Server, opts.Shards)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for s := range ports {
+		c.Nodes[s] = make([]*Server, opts.Replicas)
+		for r := range ports[s] {
+			o := opts.Server
+			o.TCPPort = ports[s][r]
+			o.Interserver = true
+			if o.HTTPPort, err = distinct(); err == nil {
+				o.InterserverPort, err = distinct()
+			}
+			if err != nil {
+				_ = c.Stop()
+				return nil, err
+			}
+			if o.Logger == nil {
+				o.Logger = opts.Logger
+			}
+			o.Extra = remote + fmt.Sprintf(`
+  <zookeeper>
+    <node><host>127.0.0.1</host><port>%d</port></node>
+    <session_timeout_ms>10000</session_timeout_ms>
+  </zookeeper>
+  <macros>
+    <shard>%02d</shard>
+    <replica>s%dr%d</replica>
+  </macros>
+  <distributed_ddl>
+    <path>%s</path>
+  </distributed_ddl>`, zk.Port(), s+1, s+1, r+1, DDLPath)
+			wg.Add(1)
+			go func(s, r int, o Options) {
+				defer wg.Done()
+				srv, err := Start(ctx, o)
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("shard %d replica %d: %w", s+1, r+1, err))
+					return
+				}
+				c.Nodes[s][r] = srv
+			}(s, r, o)
+		}
+	}
+	wg.Wait()
+	if len(errs) == 0 {
+		for s, shard := range c.Nodes {
+			for r, n := range shard {
+				if err := n.awaitZooKeeper(ctx); err != nil {
+					errs = append(errs, fmt.Errorf("shard %d replica %d: %w", s+1, r+1, err))
+				}
+			}
+		}
+	}
+	if len(errs) > 0 {
+		_ = c.Stop()
+		return nil, fmt.Errorf("start clickhouse cluster: %w", errors.Join(errs...))
+	}
+	return c, nil
+}
+
+// awaitZooKeeper waits until the server has a ZooKeeper session, and
+// starts it again should it have died meanwhile: 18.16 can crash when its
+// first session attempt, made during start, fails.
+func (s *Server) awaitZooKeeper(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.startTimeout)
+	defer cancel()
+	for {
+		if s.PID() == 0 {
+			s.log.Warn("clickhouse-server died while joining ZooKeeper; starting it again", zap.String("addr", s.Addr()))
+			if err := s.Resume(ctx); err != nil {
+				return err
+			}
+		}
+		if err := queryOne(ctx, s.Addr(), "SELECT count() FROM system.zookeeper WHERE path = '/'"); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("clickhouse-server on %s has no ZooKeeper session after %s: %s", s.Addr(), s.startTimeout, s.logTail())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// queryOne runs a one-value query on a short-lived connection.
+func queryOne(ctx context.Context, addr, query string) error {
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, Auth: clickhouse.Auth{Username: "default"}, DialTimeout: time.Second, MaxOpenConns: 1})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var n uint64
+	return conn.QueryRow(ctx, query).Scan(&n)
+}
+
+// remoteServers is the cluster's remote_servers section: one shard element
+// per shard, each with internal_replication, so that a Distributed table
+// writes each row to one replica and the Replicated table copies it.
+func remoteServers(name string, ports [][]int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\n  <remote_servers>\n    <%s>\n", name)
+	for _, shard := range ports {
+		b.WriteString("      <shard>\n        <internal_replication>true</internal_replication>\n")
+		for _, p := range shard {
+			fmt.Fprintf(&b, "        <replica><host>127.0.0.1</host><port>%d</port></replica>\n", p)
+		}
+		b.WriteString("      </shard>\n")
+	}
+	fmt.Fprintf(&b, "    </%s>\n  </remote_servers>", name)
+	return b.String()
+}
+
+// Resume starts a killed server of the cluster again and waits for its
+// ZooKeeper session. Until ZooKeeper expires the killed process's session
+// (seconds), 18.16 refuses to start on its replicated tables ("replica is
+// already active"), so a start that exits is tried again until the start
+// timeout passes.
+func (c *Cluster) Resume(ctx context.Context, n *Server) error {
+	ctx, cancel := context.WithTimeout(ctx, n.startTimeout+30*time.Second)
+	defer cancel()
+	for {
+		err := n.Resume(ctx)
+		if err == nil {
+			return n.awaitZooKeeper(ctx)
+		}
+		if !errors.Is(err, errExited) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Name is the cluster's name, for clickhouse.cluster.
+func (c *Cluster) Name() string { return c.name }
+
+// ZooKeeper is the cluster's coordinator.
+func (c *Cluster) ZooKeeper() *ZooKeeper { return c.zk }
+
+// Addrs are the native addresses of every server, shard by shard.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, shard := range c.Nodes {
+		for _, n := range shard {
+			out = append(out, n.Addr())
+		}
+	}
+	return out
+}
+
+// Stop stops every server, then ZooKeeper, each by its PID, and removes
+// their directories. It is idempotent.
+func (c *Cluster) Stop() error {
+	var wg sync.WaitGroup
+	errs := make([]error, 0, 8)
+	var mu sync.Mutex
+	for _, shard := range c.Nodes {
+		for _, n := range shard {
+			if n == nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := n.Stop(); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if c.zk != nil {
+		errs = append(errs, c.zk.Stop())
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,73 @@
+package state
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestShardLeasesExcludeTheSameIndexOnly(t *testing.T) {
+	ctx := context.Background()
+	s0, c := newClickHouseStore(t)
+	s0.SetLease(LeaseName(0, 2))
+	s1 := NewClickHouse(c)
+	s1.SetLease(LeaseName(1, 2))
+	twin := NewClickHouse(c)
+	twin.SetLease(LeaseName(0, 2))
+
+	l0, err := s0.Acquire(ctx, "shard-0", time.Minute)
+	if err != nil {
+		t.Fatalf("shard 0: %v", err)
+	}
+	defer l0.Release(ctx)
+	l1, err := s1.Acquire(ctx, "shard-1", time.Minute)
+	if err != nil {
+		t.Fatalf("shard 1 waited for shard 0: %v", err)
+	}
+	defer l1.Release(ctx)
+	if _, err := twin.Acquire(ctx, "shard-0-twin", time.Minute); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("a second instance of shard 0 got %v, want ErrLeaseHeld", err)
+	}
+	if err := l0.Renew(ctx); err != nil {
+		t.Errorf("shard 0's lease after the others tried: %v", err)
+	}
+	if err := l1.Renew(ctx); err != nil {
+		t.Errorf("shard 1's lease after the others tried: %v", err)
+	}
+}
+
+func TestFileShardLeasesExcludeTheSameIndexOnly(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "state.json")
+	stores := map[string]*File{}
+	for name, lease := range map[string]string{"0": LeaseName(0, 2), "1": LeaseName(1, 2), "0-twin": LeaseName(0, 2)} {
+		stores[name] = NewFile(path)
+		stores[name].SetLease(lease)
+	}
+	l0, err := stores["0"].Acquire(ctx, "shard-0", time.Minute)
+	if err != nil {
+		t.Fatalf("shard 0: %v", err)
+	}
+	defer l0.Release(ctx)
+	l1, err := stores["1"].Acquire(ctx, "shard-1", time.Minute)
+	if err != nil {
+		t.Fatalf("shard 1 waited for shard 0: %v", err)
+	}
+	defer l1.Release(ctx)
+	if _, err := stores["0-twin"].Acquire(ctx, "shard-0-twin", time.Minute); !errors.Is(err, ErrLeaseHeld) {
+		t.Fatalf("a second instance of shard 0 got %v, want ErrLeaseHeld", err)
+	}
+}
+
+func TestLeaseNameKeepsTheUnshardedNameAndNamesTheIndex(t *testing.T) {
+	for _, tt := range []struct {
+		index, count int
+		want         string
+	}{{0, 1, "sync"}, {0, 0, "sync"}, {0, 2, "sync/shard-0"}, {2, 3, "sync/shard-2"}, {2, 4, "sync/shard-2"}} {
+		if got := LeaseName(tt.index, tt.count); got != tt.want {
+			t.Errorf("LeaseName(%d, %d) = %q, want %q", tt.index, tt.count, got, tt.want)
+		}
+	}
+}
