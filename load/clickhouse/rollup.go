@@ -199,9 +199,14 @@ const latestColumns = "variable_id, device_id, device_label, variable_label, ts_
 // latestAggregate picks the newest point of each variable as one tuple:
 // argMax over the Nullable lat and lng alone would skip the points without
 // a position and return an older point's.
-const latestAggregate = "variable_id, argMax(tuple(device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng), ts_ms) AS p"
+//
+// The tuple holds no Nullable: lat and lng travel as a NULL flag and a
+// number. ClickHouse 18.16 merges argMax states of a tuple with Nullable
+// members from the shards of a Distributed table as 0 instead of NULL.
+const latestAggregate = "variable_id, argMax(tuple(device_id, device_label, variable_label, ts_ms, ts, value, context, " +
+	"isNull(lat), ifNull(lat, 0), isNull(lng), ifNull(lng, 0)), ts_ms) AS p"
 
-const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, p.8, p.9"
+const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, if(p.8, NULL, p.9), if(p.10, NULL, p.11)"
 
 // latestSQL recomputes the latest rows from the points at or after from:
 // the newest point of a variable is among them whenever it has a point
