@@ -36,6 +36,9 @@ type Options struct {
 	CountAsBool bool
 	// Faults injected into /api/ responses (see SetFaults).
 	Faults Faults
+	// RateLimit is the per-token request limit and budget (see
+	// SetRateLimit); the zero value is off.
+	RateLimit RateLimit
 	// Live optionally adds new and late points while serving.
 	Live LiveOptions
 	// LastActivity chooses the reading of lastActivity that devices and
