@@ -88,6 +88,7 @@ type Client struct {
 	log    *zap.Logger
 	m      *metrics
 	lim    *limiter
+	quota  quotaState
 	ua     string
 	now    func() time.Time
 }
@@ -149,7 +150,7 @@ func New(cfg Config, logger *zap.Logger, reg prometheus.Registerer) (*Client, er
 		tokens: cfg.Tokens,
 		log:    logger.With(zap.String("component", "fleetapi")),
 		m:      m,
-		lim:    newLimiter(cfg.RequestsPerSecond, 1, time.Now),
+		lim:    newLimiter(cfg.RequestsPerSecond, time.Now, m.rate),
 		ua:     cfg.UserAgent,
 		now:    time.Now,
 	}
@@ -342,6 +343,9 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	start := c.now()
 	unauthorized := false
 	for attempt := 1; ; attempt++ {
+		if err := c.quotaRefusal(cl); err != nil {
+			return err
+		}
 		err := c.attempt(ctx, cl)
 		if err == nil {
 			return nil
@@ -386,7 +390,14 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				wait = d
 			}
 		}
-		if c.now().Add(wait).Sub(start) > c.cfg.MaxElapsed {
+		budgetFrom := start
+		if ae != nil && ae.Status == StatusAPILimitExceeded {
+			wait = c.quotaWait(wait)
+			if since := c.exhausted(ae, wait); since.Before(start) {
+				budgetFrom = since
+			}
+		}
+		if c.now().Add(wait).Sub(budgetFrom) > c.cfg.MaxElapsed {
 			return fmt.Errorf("giving up after %d attempts: the next try (in %s) would pass the %s retry budget: %w",
 				attempt, wait.Round(time.Millisecond), c.cfg.MaxElapsed, err)
 		}
@@ -458,6 +469,7 @@ func (c *Client) attempt(ctx context.Context, cl *call) (err error) {
 	defer resp.Body.Close()
 	class := fmt.Sprintf("%dxx", resp.StatusCode/100)
 	defer c.observe(cl.endpoint, class, began)
+	retryAt := c.observeLimit(resp)
 	rb := &responseBody{rc: resp.Body, timer: timer, timeout: c.cfg.Timeout, parent: ctx, actx: actx, c: c, cl: cl}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		herr := cl.handle(resp, rb)
@@ -470,9 +482,7 @@ func (c *Client) attempt(ctx context.Context, cl *call) (err error) {
 	data, _ := io.ReadAll(io.LimitReader(rb, maxErrorBody))
 	ae := ParseError(resp.StatusCode, data)
 	ae.Method, ae.Endpoint = cl.method, cl.u.EscapedPath()
-	if at, ok := parseRetryAfter(resp.Header.Get("Retry-After"), c.now()); ok {
-		ae.retryAt = at
-	}
+	ae.retryAt = retryAt
 	if resp.StatusCode == http.StatusForbidden &&
 		(ae.Code == CodeRetention || cl.csv && len(bytes.TrimSpace(data)) == 0) {
 		return &RetentionError{API: ae}
