@@ -7,24 +7,28 @@ import "time"
 // The service limits each token with what behaves like a token bucket: a
 // rate R and a burst B it does not document. The client starts unlimited
 // (below the configured cap), so a service without a limit costs nothing.
-// The first 429 says the bucket is empty at that instant. Between two
-// instants at which the bucket is empty, the service admitted exactly what
-// it refilled, R per second (give or take one request, and minus what it
-// could not hold while the client sent slower than R for long): so the
-// requests answered since the first 429 of a busy period, divided by the
-// time since, estimate R, better the longer the span. On each 429 the rate
-// goes to a margin below that estimate; other 429s within a second are the
-// echo of the same overshoot and change nothing.
 //
-// Between 429s the rate grows: fast (by a quarter per second) until the
-// first estimate, then, after holding for a while below the estimate, by a
-// percent per second, to find a limit that was raised. Probing costs one 429
-// per probe, and a probe starts at most every probeHold, which keeps the
-// share of rejected requests near 1 % at 4 requests per second.
+// A 429 says the bucket is empty at that instant. Between two instants at
+// which it is empty, the service admitted what it refilled, R per second,
+// give or take one request, and less when the client sent slower than R
+// long enough for the bucket to fill and overflow. So the requests answered
+// between two 429s, divided by the time between them, estimate R: exactly
+// when the client sent faster than R all along, from below otherwise.
 //
-// After an idle gap (a pause, the time between two daemon cycles) the
-// bucket has filled again, so the count starts over at the next 429; the
-// rate learned so far stays.
+// The first 429 starts the rate at what got through in the last second
+// (the burst included), growing by a quarter per second. The next 429 comes
+// above the limit once the burst is spent; the rate goes a margin below
+// where it was, which still sends faster than R unless the burst hid a lot,
+// so the 429 after gives an exact estimate. From then on each 429 sets the
+// rate a margin below the estimate between it and the previous one; the
+// rate holds (at least 20 s and 80 requests) and then probes upward by a
+// percent per second, to find a limit that was raised. A probe costs one
+// 429; at 4 requests per second that is under 1 % of the requests.
+//
+// Other 429s within a second (or two requests) of one acted upon are the
+// echo of the same overshoot and change nothing. After an idle gap (a
+// pause, the time between two daemon cycles) the bucket has filled again,
+// so the count starts over at the next 429; the rate learned stays.
 const (
 	// minRate is the lowest rate the client goes down to.
 	minRate = 0.1
@@ -85,8 +89,6 @@ type adaptState struct {
 	// yet), and answered counts the requests answered since.
 	anchor   time.Time
 	answered int
-	// low is the lowest rate in force since the anchor.
-	low float64
 	// acted is the last 429 acted upon; grown the last growth step.
 	acted, grown time.Time
 	// holdUntil is when the rate may grow again.
@@ -121,7 +123,6 @@ func (a *adaptState) admitted(now time.Time, cap float64) {
 	if cap > 0 && a.rate > cap {
 		a.rate = cap
 	}
-	a.low = min(a.low, a.rate)
 }
 
 // throttled learns from a 429.
@@ -135,7 +136,7 @@ func (a *adaptState) throttled(now time.Time, cap float64) {
 	}
 	a.acted, a.grown = now, now
 	// The bucket is empty now, as it was at the anchor.
-	anchor, answered, low := a.anchor, a.answered, a.low
+	anchor, answered := a.anchor, a.answered
 	a.anchor, a.answered = now, 0
 	switch {
 	case a.phase == unlimited:
@@ -165,16 +166,7 @@ func (a *adaptState) throttled(now time.Time, cap float64) {
 		// Never up on a 429: a rate already below the estimate means the
 		// estimate is too high (or the limit fell).
 		a.estimate = float64(answered) / now.Sub(anchor).Seconds()
-		if low > a.estimate*1.02 {
-			// Sent faster than the estimate all along: the bucket never
-			// filled, so the count is what it refilled.
-			a.rate = rateMargin * min(a.estimate, a.rate)
-		} else {
-			// Slower for a while: the bucket may have filled and lost
-			// refills, and the estimate is only a lower bound. Stay just
-			// below where the 429 came; the next 429 is exact.
-			a.rate *= rateMargin
-		}
+		a.rate = rateMargin * min(a.estimate, a.rate)
 		a.phase = steady
 		a.holdUntil = now.Add(a.hold())
 	}
@@ -182,10 +174,6 @@ func (a *adaptState) throttled(now time.Time, cap float64) {
 	if cap > 0 && a.rate > cap {
 		a.rate = cap
 	}
-	if a.anchor == now {
-		a.low = a.rate
-	}
-	a.low = min(a.low, a.rate)
 }
 
 // hold is how long the rate holds before probing.
