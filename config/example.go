@@ -33,7 +33,9 @@ source:
   timeout: 30s
   # How long a request failing with a network error, 5xx or 429 is retried.
   retry_max_elapsed: 2m
-  # Requests per second to the service, all workers together; 0 is unlimited.
+  # A hard cap on the requests per second to the service, all workers
+  # together; 0 is none. Below it, fleetsync learns the service's per-token
+  # limit from its 429s by itself.
   requests_per_second: 0
   # Page size of the Platform API listings (devices, variables), 1 to 1000.
   page_size: 100

@@ -172,6 +172,12 @@ func (b *bench) measure(ctx context.Context) error {
 			fail("idle", err)
 		}
 	}
+	if b.o.only["ratelimit"] && ctx.Err() == nil {
+		b.logf("== ratelimit")
+		if err := b.rateLimited(ctx); err != nil {
+			fail("ratelimit", err)
+		}
+	}
 	if b.o.only["gobench"] && ctx.Err() == nil {
 		b.logf("== gobench")
 		if err := b.goBenchmarks(ctx); err != nil {

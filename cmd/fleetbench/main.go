@@ -12,6 +12,8 @@
 //  5. the incremental cycle cost on a fleet of 10 k variables, 1 % of them
 //     changed, and a cycle where nothing changed;
 //  6. the Go benchmarks of the decoder and the batch builder on one core;
+//  7. a rate-limited service (4 requests/s per token, 50 ms latency): a
+//     first sync and a 1 %-changed cycle of the 10 k-variable fleet;
 //
 // plus one profiled in-process sync whose top functions are recorded. Every
 // figure is the median of -runs runs with min and max. It prints a table,
@@ -69,7 +71,7 @@ type tuning struct {
 }
 
 // parts lists the measurements -only accepts, in run order.
-var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "gobench"}
+var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "ratelimit", "gobench"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)

@@ -158,9 +158,10 @@ func (a *adaptState) throttled(now time.Time, cap float64) {
 		// was empty too.
 		a.anchor, a.answered = anchor, answered
 		if a.estimate > 0 {
-			a.rate = min(a.rate, a.estimate)
+			a.rate = rateMargin * min(a.rate, a.estimate)
+		} else {
+			a.rate *= throttleCut
 		}
-		a.rate *= rateMargin
 		a.holdUntil = now.Add(a.hold())
 	default:
 		// Never up on a 429: a rate already below the estimate means the

@@ -406,7 +406,13 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				attempt, wait.Round(time.Millisecond), err)
 		}
 		c.m.retries.WithLabelValues(cl.endpoint).Inc()
-		c.log.Warn("request failed; retrying",
+		lvl := zap.WarnLevel
+		if ae != nil && ae.Status == http.StatusTooManyRequests {
+			// Finding the service's rate is routine (see adapt.go);
+			// fleetsync_api_rate_limited_total counts the 429s.
+			lvl = zap.DebugLevel
+		}
+		c.log.Log(lvl, "request failed; retrying",
 			zap.String("method", cl.method), zap.String("path", cl.u.EscapedPath()),
 			zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(err))
 		if serr := sleepUntil(ctx, c.now().Add(wait), c.now); serr != nil {

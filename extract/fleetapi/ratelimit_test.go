@@ -147,44 +147,53 @@ func TestA420StreakPausesEveryRequestAndPastTheBudgetFailsCallsAtOnce(t *testing
 	assertNoSecret(t, err, logs)
 }
 
-func TestA420ShorterThanTheRetryBudgetIsWaitedOutByEveryCallTogether(t *testing.T) {
-	ls := newLimitedSim(t, fleetsim.RateLimit{})
-	c, _, _ := newTestClient(t, ls.srv.URL, func(cfg *Config) {
-		cfg.MaxElapsed, cfg.BackoffMax = 8*time.Second, time.Second
-	})
+// heldBack starts a call that meets the answer status, then, once fleetsim
+// has sent it, a second call, and waits for both. It returns the
+// arrivals of requests sent after the answer and within hold of the
+// first call's start: with every request held back, there are none.
+func (ls *limitedSim) heldBack(t *testing.T, c *Client, status string, hold time.Duration) []time.Duration {
+	t.Helper()
 	dev := ls.sim.Devices()[0].ID
-	ls.sim.ExhaustAll(1500 * time.Millisecond)
 	first := time.Now()
 	errA := make(chan error, 1)
 	go func() {
 		_, err := c.Device(context.Background(), dev)
 		errA <- err
 	}()
-	// Once the first call has its 420 (and a pause of 1s, a quarter of
-	// the budget up to BackoffMax), a second call must wait the pause out.
 	deadline := time.Now().Add(5 * time.Second)
-	for ls.count("420") == 0 {
+	for ls.count(status) == 0 {
 		if time.Now().After(deadline) {
-			t.Fatal("no 420 within 5s")
+			t.Fatalf("fleetsim answered no %s within 5s", status)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	second := time.Now()
 	if _, err := c.Device(context.Background(), dev); err != nil {
-		t.Fatalf("a call started during a 1.5s exhaustion with an 8s budget: %v", err)
+		t.Fatalf("a call started after the %s: %v", status, err)
 	}
 	if err := <-errA; err != nil {
-		t.Fatalf("the call that met the 420: %v", err)
+		t.Fatalf("the call that met the %s: %v", status, err)
 	}
 	ls.mu.Lock()
+	defer ls.mu.Unlock()
 	var early []time.Duration
 	for _, a := range ls.arrivals {
-		if a.After(second) && a.Sub(first) < 900*time.Millisecond {
+		if a.After(second) && a.Sub(first) < hold {
 			early = append(early, a.Sub(first))
 		}
 	}
-	ls.mu.Unlock()
-	if len(early) > 0 {
+	return early
+}
+
+func TestA420ShorterThanTheRetryBudgetIsWaitedOutByEveryCallTogether(t *testing.T) {
+	ls := newLimitedSim(t, fleetsim.RateLimit{})
+	c, _, _ := newTestClient(t, ls.srv.URL, func(cfg *Config) {
+		cfg.MaxElapsed, cfg.BackoffMax = 8*time.Second, time.Second
+	})
+	ls.sim.ExhaustAll(1500 * time.Millisecond)
+	// The 420 pauses every request for 1s (a quarter of the budget, up to
+	// BackoffMax): a call started during the pause waits it out.
+	if early := ls.heldBack(t, c, "420", 900*time.Millisecond); len(early) > 0 {
 		t.Fatalf("requests arrived %v after the first, inside the 1s pause the 420 started", early)
 	}
 	if n := ls.count("420"); n > 3 {
@@ -198,41 +207,12 @@ func TestRetryAfterOfA429HoldsBackEveryRequestAndTheRateIsReported(t *testing.T)
 	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r != 0 {
 		t.Fatalf("fleetsync_api_request_rate is %v before any 429, want 0 (unlimited)", r)
 	}
-	dev := ls.sim.Devices()[0].ID
-	if _, err := c.Device(context.Background(), dev); err != nil {
+	if _, err := c.Device(context.Background(), ls.sim.Devices()[0].ID); err != nil {
 		t.Fatal(err)
 	}
 	// The next call gets a 429 with Retry-After: 2; a call started after
 	// that 429 must not reach the service before those 2s have passed.
-	first := time.Now()
-	errA := make(chan error, 1)
-	go func() {
-		_, err := c.Device(context.Background(), dev)
-		errA <- err
-	}()
-	deadline := time.Now().Add(5 * time.Second)
-	for ls.count("429") == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("fleetsim answered no 429 at 0.5 requests per second")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	second := time.Now()
-	if _, err := c.Device(context.Background(), dev); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-errA; err != nil {
-		t.Fatal(err)
-	}
-	ls.mu.Lock()
-	var early []time.Duration
-	for _, a := range ls.arrivals {
-		if a.After(second) && a.Sub(first) < 1900*time.Millisecond {
-			early = append(early, a.Sub(first))
-		}
-	}
-	ls.mu.Unlock()
-	if len(early) > 0 {
+	if early := ls.heldBack(t, c, "429", 1900*time.Millisecond); len(early) > 0 {
 		t.Fatalf("requests arrived %v after the 429's request, inside its Retry-After: 2", early)
 	}
 	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r <= 0 {
