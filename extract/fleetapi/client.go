@@ -390,13 +390,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				wait = d
 			}
 		}
-		budgetFrom := start
-		if ae != nil && ae.Status == StatusAPILimitExceeded {
-			wait = c.quotaWait(wait)
-			if since := c.exhausted(ae, wait); since.Before(start) {
-				budgetFrom = since
-			}
-		}
+		wait, budgetFrom := c.limitWait(ae, wait, start)
 		if c.now().Add(wait).Sub(budgetFrom) > c.cfg.MaxElapsed {
 			return fmt.Errorf("giving up after %d attempts: the next try (in %s) would pass the %s retry budget: %w",
 				attempt, wait.Round(time.Millisecond), c.cfg.MaxElapsed, err)
@@ -406,13 +400,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				attempt, wait.Round(time.Millisecond), err)
 		}
 		c.m.retries.WithLabelValues(cl.endpoint).Inc()
-		lvl := zap.WarnLevel
-		if ae != nil && ae.Status == http.StatusTooManyRequests {
-			// Finding the service's rate is routine (see adapt.go);
-			// fleetsync_api_rate_limited_total counts the 429s.
-			lvl = zap.DebugLevel
-		}
-		c.log.Log(lvl, "request failed; retrying",
+		c.log.Log(retryLevel(ae), "request failed; retrying",
 			zap.String("method", cl.method), zap.String("path", cl.u.EscapedPath()),
 			zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(err))
 		if serr := sleepUntil(ctx, c.now().Add(wait), c.now); serr != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // A 420 "API limit exceeded" says the token's request budget is used up:
@@ -105,4 +106,29 @@ func (c *Client) quotaRefusal(cl *call) error {
 	ae.Method, ae.Endpoint = cl.method, cl.u.EscapedPath()
 	return fmt.Errorf("not sent: the token's API budget has been used up (HTTP 420) for %s, and the pause until the next try (%s) passes the %s retry budget: %w",
 		now.Sub(q.since).Round(time.Millisecond), q.until.Sub(now).Round(time.Millisecond), c.cfg.MaxElapsed, &ae)
+}
+
+// limitWait adjusts the wait before retrying a call that started at start
+// and failed with ae (nil when not an API error): after a 420, the long
+// wait, paused for every request, and the retry budget counted from the
+// streak's first 420 when that was earlier.
+func (c *Client) limitWait(ae *APIError, wait time.Duration, start time.Time) (time.Duration, time.Time) {
+	if ae == nil || ae.Status != StatusAPILimitExceeded {
+		return wait, start
+	}
+	wait = c.quotaWait(wait)
+	if since := c.exhausted(ae, wait); since.Before(start) {
+		return wait, since
+	}
+	return wait, start
+}
+
+// retryLevel is the level of the log line of a retry after ae: finding the
+// service's rate is routine (see adapt.go), so a 429 is logged at debug,
+// and fleetsync_api_rate_limited_total counts it.
+func retryLevel(ae *APIError) zapcore.Level {
+	if ae != nil && ae.Status == http.StatusTooManyRequests {
+		return zapcore.DebugLevel
+	}
+	return zapcore.WarnLevel
 }
