@@ -25,6 +25,7 @@ import "time"
 // percent per second, to find a limit that was raised. A probe costs one
 // 429; at 4 requests per second that is under 1 % of the requests.
 //
+// Only 429s without a Retry-After teach the rate (see limiter.Observe).
 // Other 429s within a second (or two requests) of one acted upon are the
 // echo of the same overshoot and change nothing. After an idle gap (a
 // pause, the time between two daemon cycles) the bucket has filled again,

@@ -93,7 +93,11 @@ func (l *limiter) reserve() time.Time {
 
 // Observe learns from one answer of the service: its status, and the
 // instant its Retry-After named (zero for none), before which no request
-// of the Client goes.
+// of the Client goes. A 429 with a Retry-After is the service pacing the
+// client itself: the pause is all it asks for, and the learned rate does
+// not move (so 429s shed for other reasons than the rate, which such
+// services tend to send with a Retry-After, do not drag it down). Only a
+// 429 without one, as the hosted service sends, teaches the rate.
 func (l *limiter) Observe(status int, retryAt time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -103,7 +107,9 @@ func (l *limiter) Observe(status int, retryAt time.Time) {
 	}
 	switch {
 	case status == http.StatusTooManyRequests:
-		l.adapt.throttled(now, l.cap)
+		if retryAt.IsZero() {
+			l.adapt.throttled(now, l.cap)
+		}
 	case status != StatusAPILimitExceeded:
 		l.adapt.admitted(now, l.cap)
 	}

@@ -201,7 +201,7 @@ func TestA420ShorterThanTheRetryBudgetIsWaitedOutByEveryCallTogether(t *testing.
 	}
 }
 
-func TestRetryAfterOfA429HoldsBackEveryRequestAndTheRateIsReported(t *testing.T) {
+func TestRetryAfterOfA429HoldsBackEveryRequestWithoutMovingTheRate(t *testing.T) {
 	ls := newLimitedSim(t, fleetsim.RateLimit{PerSecond: 0.5, Burst: 1, RetryAfter: true})
 	c, _, reg := newTestClient(t, ls.srv.URL, func(cfg *Config) { cfg.MaxElapsed = 30 * time.Second })
 	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r != 0 {
@@ -215,8 +215,25 @@ func TestRetryAfterOfA429HoldsBackEveryRequestAndTheRateIsReported(t *testing.T)
 	if early := ls.heldBack(t, c, "429", 1900*time.Millisecond); len(early) > 0 {
 		t.Fatalf("requests arrived %v after the 429's request, inside its Retry-After: 2", early)
 	}
-	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r <= 0 {
-		t.Fatalf("fleetsync_api_request_rate is %v after a 429, want the learned rate", r)
+	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r != 0 {
+		t.Fatalf("fleetsync_api_request_rate is %v after 429s with Retry-After, want 0: the pause paces, the rate stays unlimited", r)
+	}
+}
+
+func TestA429WithoutRetryAfterSetsTheRateItReports(t *testing.T) {
+	ls := newLimitedSim(t, fleetsim.RateLimit{PerSecond: 2, Burst: 2})
+	c, _, reg := newTestClient(t, ls.srv.URL, func(cfg *Config) { cfg.MaxElapsed = 30 * time.Second })
+	dev := ls.sim.Devices()[0].ID
+	for range 4 {
+		if _, err := c.Device(context.Background(), dev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ls.count("429") == 0 {
+		t.Fatal("fleetsim answered no 429 to 4 requests at once with a burst of 2")
+	}
+	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r <= 0 || r > 4 {
+		t.Fatalf("fleetsync_api_request_rate is %v after a 429 at 2 requests per second, want a learned rate in (0, 4]", r)
 	}
 }
 
