@@ -175,7 +175,7 @@ func Default() *Config {
 			Timeout:           Duration(30 * time.Second),
 			RetryMaxElapsed:   Duration(2 * time.Minute),
 			RequestsPerSecond: 0,
-			PageSize:          100,
+			PageSize:          1000,
 			VariablesListing:  VariablesAuto,
 		},
 		Sync: SyncConfig{

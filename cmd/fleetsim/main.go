@@ -116,6 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&opts.RateLimit.RetryAfter, "rate-limit-retry-after", false, "per-token limit: add Retry-After (seconds until the bucket refills) to its 429s")
 	fs.IntVar(&opts.RateLimit.Quota, "quota", 0, "per-token budget: after `N` requests a token's budget is exhausted and its requests are answered 420 for --quota-exhausted-for, then it starts over; 0 = off")
 	fs.DurationVar(&opts.RateLimit.ExhaustedFor, "quota-exhausted-for", time.Minute, "per-token budget: how long an exhausted budget answers 420")
+	fs.IntVar(&opts.RejectPageSizeAbove, "reject-page-size-above", 0, "answer Platform API lists whose page_size is above `N` with 400 (code 400001) instead of clamping it to 1000; 0 = clamp")
 	fs.Float64Var(&opts.Faults.CutRate, "cut-rate", 0, "fault: fraction of Data API responses whose body is cut mid-stream")
 	fs.DurationVar(&opts.Faults.SlowHeaders, "slow-headers", 0, "fault: delay before the headers of a fraction --slow-rate of requests")
 	fs.Float64Var(&opts.Faults.SlowRate, "slow-rate", 0, "fault: fraction of requests delayed by --slow-headers")

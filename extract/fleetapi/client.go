@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -89,8 +90,11 @@ type Client struct {
 	m      *metrics
 	lim    *limiter
 	quota  quotaState
-	ua     string
-	now    func() time.Time
+	// pageSize is the page_size of lists: cfg.PageSize, or 50 once the
+	// service rejected it (see pagesize.go).
+	pageSize atomic.Int64
+	ua       string
+	now      func() time.Time
 }
 
 // New checks cfg, fills its defaults and builds a Client. logger may be nil
@@ -167,6 +171,7 @@ func New(cfg Config, logger *zap.Logger, reg prometheus.Registerer) (*Client, er
 	}
 	hc.CheckRedirect = c.checkRedirect
 	c.hc = &hc
+	c.pageSize.Store(int64(cfg.PageSize))
 	return c, nil
 }
 

@@ -3,6 +3,7 @@ package fleetsim
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -115,5 +116,19 @@ func TestRateLimitControlInterfaceSetsExhaustsAndReports(t *testing.T) {
 	}
 	if adm != 2 || lim != 1 || exh != 1 || len(stats) != 3 {
 		t.Fatalf("stats over 3 seconds: admitted %d, 429 %d, 420 %d in %d seconds, want 2, 1, 1 in 3: %s", adm, lim, exh, len(stats), r.body)
+	}
+}
+
+func TestAPageSizeAboveTheRejectLimitIsA400AndBelowItIsServed(t *testing.T) {
+	e := newEnv(t, Options{RejectPageSizeAbove: 200})
+	if r := e.get("/api/v2.0/devices/?page_size=201"); r.status != 400 || !json.Valid(r.body) || !strings.Contains(string(r.body), "page_size") {
+		t.Fatalf("page_size 201 above 200: %d %s, want 400 naming page_size", r.status, r.body)
+	}
+	if r := e.get("/api/v2.0/devices/?page_size=200"); r.status != 200 {
+		t.Fatalf("page_size 200: %d, want 200", r.status)
+	}
+	e2 := newEnv(t, Options{})
+	if r := e2.get("/api/v2.0/devices/?page_size=5000"); r.status != 200 {
+		t.Fatalf("page_size 5000 without the option: %d, want 200 (clamped)", r.status)
 	}
 }

@@ -251,6 +251,10 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		cw.finish()
 		return
 	}
+	if s.rejectsPageSize(w, r) {
+		cw.finish()
+		return
+	}
 	h, ok := rt.methods[r.Method]
 	if !ok {
 		w.Header().Set("Allow", rt.allow())
