@@ -141,3 +141,54 @@ func TestA420ShorterThanTheRetryBudgetIsWaitedOutAndTheCycleIsExact(t *testing.T
 	}
 	t.Logf("%d requests answered, %d×420 over %d exhaustions", admitted, n420, episodes)
 }
+
+func TestAnIncrementalCycleOverTenThousandVariablesAtFourRequestsPerSecondTakesUnderFifteenSeconds(t *testing.T) {
+	// The first sync runs unlimited; then the service takes on the hosted
+	// one's limit and a WAN's latency, and 1 % of the variables change.
+	w := newFaultWorld(t, faultOpts{
+		sim: fleetsim.Options{Seed: 9, Devices: 2500, Variables: 4, Points: 20, Span: 24 * time.Hour},
+	})
+	w.sync()
+	if err := w.sim.SetRateLimit(fleetsim.RateLimit{PerSecond: 4}); err != nil {
+		t.Fatal(err)
+	}
+	w.sim.SetFaults(fleetsim.Faults{Latency: 50 * time.Millisecond})
+	var ids []string
+	for _, d := range w.sim.Devices() {
+		for _, v := range d.Variables {
+			ids = append(ids, v.ID)
+		}
+	}
+	now := time.Now().UnixMilli()
+	for k := range len(ids) / 100 {
+		pts := []fleetsim.SimPoint{{TimestampMs: now - 3000, Value: 1}, {TimestampMs: now - 2000, Value: 2}, {TimestampMs: now - 1000, Value: 3}}
+		if err := w.sim.AddPoints(ids[k*100+7], pts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.sim.ResetCounters()
+	start := time.Now()
+	_, logs := w.sync()
+	took := time.Since(start)
+	w.checkOracle()
+	requests, throttled := 0, 0
+	for k, n := range w.sim.Counters() {
+		if strings.Contains(k, "/api/") && !strings.HasPrefix(k, "cut ") {
+			requests += n
+			if strings.HasSuffix(k, " 429") {
+				throttled += n
+			}
+		}
+	}
+	summary := cycleSummary(t, logs)
+	t.Logf("1%% changed over %d variables at 4 requests/s and 50 ms: %s, %d requests (%d throttled), %v raw-series requests, %v points",
+		len(ids), took.Round(time.Millisecond), requests, throttled, summary["requests"], summary["points"])
+	// At 4 requests per second, 15 s is 60 requests: the count fleetsim
+	// kept is the measure the machine's load cannot blur.
+	if requests > 60 {
+		t.Errorf("the cycle made %d requests, more than the 60 that 15 s at 4 per second allow: %v", requests, w.sim.Counters())
+	}
+	if took > 15*time.Second {
+		t.Errorf("the cycle took %s, want under 15 s", took)
+	}
+}
