@@ -57,7 +57,8 @@ type SourceConfig struct {
 	Timeout Duration `yaml:"timeout" json:"timeout"`
 	// RetryMaxElapsed is how long a retryable failure is retried.
 	RetryMaxElapsed Duration `yaml:"retry_max_elapsed" json:"retry_max_elapsed"`
-	// RequestsPerSecond limits the request rate; 0 means unlimited.
+	// RequestsPerSecond caps the request rate; 0 means no cap. Below the
+	// cap the client learns the service's limit from its 429s.
 	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second"`
 	// PageSize is the page_size of Platform API listings.
 	PageSize int `yaml:"page_size" json:"page_size"`
@@ -188,7 +189,7 @@ func Default() *Config {
 			Timeout:           Duration(30 * time.Second),
 			RetryMaxElapsed:   Duration(2 * time.Minute),
 			RequestsPerSecond: 0,
-			PageSize:          100,
+			PageSize:          1000,
 			VariablesListing:  VariablesAuto,
 		},
 		Sync: SyncConfig{

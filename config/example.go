@@ -35,10 +35,16 @@ source:
   timeout: 30s
   # How long a request failing with a network error, 5xx or 429 is retried.
   retry_max_elapsed: 2m
-  # Requests per second to the service, all workers together; 0 is unlimited.
+  # A hard cap on the requests per second to the service, all workers
+  # together; 0 is none. Below it, fleetsync learns the service's per-token
+  # limit from its 429s by itself.
   requests_per_second: 0
   # Page size of the Platform API listings (devices, variables), 1 to 1000.
-  page_size: 100
+  # Every cycle lists them all, so at a per-token rate limit the page count
+  # is the cycle's cost. The spec gives no maximum: a service that clamps a
+  # large page_size is followed page by page, and one that rejects it (HTTP
+  # 400) is listed with its documented default, 50, instead.
+  page_size: 1000
   # How variables are listed: auto reads the account-wide list (a few pages)
   # when every variable in it names a listed device, and each device's list
   # otherwise; per_device always reads each device's list (one request per

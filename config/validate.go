@@ -75,7 +75,7 @@ func (s *SourceConfig) validate(p *problems) {
 	positive(p, "source.timeout", s.Timeout, "the time one HTTP request may take, e.g. 30s")
 	positive(p, "source.retry_max_elapsed", s.RetryMaxElapsed, "how long to retry a failing request, e.g. 2m")
 	if math.IsNaN(s.RequestsPerSecond) || math.IsInf(s.RequestsPerSecond, 0) || s.RequestsPerSecond < 0 {
-		p.addf("source.requests_per_second", "%v is negative; set 0 (unlimited) or more", s.RequestsPerSecond)
+		p.addf("source.requests_per_second", "%v is negative; set 0 (no cap) or more", s.RequestsPerSecond)
 	}
 	between(p, "source.page_size", s.PageSize, 1, 1000)
 	if s.VariablesListing != VariablesAuto && s.VariablesListing != VariablesPerDevice {

@@ -178,6 +178,12 @@ func (b *bench) measure(ctx context.Context) error {
 	if b.o.only["compression"] {
 		b.runStages(ctx, []namedStage{{"compression", &compressionStage{b: b}}}, fail)
 	}
+	if b.o.only["ratelimit"] && ctx.Err() == nil {
+		b.logf("== ratelimit")
+		if err := b.rateLimited(ctx); err != nil {
+			fail("ratelimit", err)
+		}
+	}
 	if b.o.only["gobench"] && ctx.Err() == nil {
 		b.logf("== gobench")
 		if err := b.goBenchmarks(ctx); err != nil {

@@ -21,6 +21,8 @@
 //     30-day hourly queries on a 22 M-row table, from datapoints FINAL and
 //     from the rollups; sections 3 and 5 also report what keeping the
 //     rollups costs a backfill and an incremental cycle;
+//  9. a rate-limited service (4 requests/s per token, 50 ms latency): a
+//     first sync and a 1 %-changed cycle of the 10 k-variable fleet;
 //
 // plus one profiled in-process sync whose top functions are recorded. Every
 // figure is the median of -runs runs with min and max. It prints a table,
@@ -86,7 +88,7 @@ type tuning struct {
 }
 
 // parts lists the measurements -only accepts, in run order.
-var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "gobench", "compression", "rollup"}
+var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "ratelimit", "gobench", "compression", "rollup"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)

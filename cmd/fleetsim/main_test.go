@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -171,6 +173,33 @@ func TestBadLastActivityAndPublicURLAreRejected(t *testing.T) {
 		err := run(context.Background(), append(args, "--listen", "127.0.0.1:0", "--token", "t"), io.Discard, io.Discard)
 		if err == nil || !strings.Contains(err.Error(), args[1]) {
 			t.Errorf("%v: got %v, want an error naming %q", args, err, args[1])
+		}
+	}
+}
+
+func TestEveryFlagOfTheHelpIsInTheGuideAndTheLimitFlagsAreThere(t *testing.T) {
+	var stdout, stderr strings.Builder
+	if err := run(context.Background(), []string{"--help"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("--help returned %v, want flag.ErrHelp", err)
+	}
+	guide, err := os.ReadFile("../../docs/fleetsim.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var flags []string
+	for _, l := range strings.Split(stderr.String(), "\n") {
+		if f, ok := strings.CutPrefix(l, "  -"); ok {
+			flags = append(flags, strings.Fields(f)[0])
+		}
+	}
+	for _, f := range []string{"rate-limit", "burst", "rate-limit-retry-after", "quota", "quota-exhausted-for", "rate-limit-rate", "retry-after"} {
+		if !slices.Contains(flags, f) {
+			t.Errorf("--help does not document -%s", f)
+		}
+	}
+	for _, f := range flags {
+		if !strings.Contains(string(guide), "`--"+f+" ") && !strings.Contains(string(guide), "`--"+f+"`") {
+			t.Errorf("docs/fleetsim.md does not document --%s", f)
 		}
 	}
 }

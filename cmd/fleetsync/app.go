@@ -86,7 +86,9 @@ func newLogger(cfg config.LogConfig, w io.Writer) (*zap.Logger, error) {
 	} else {
 		enc = zapcore.NewJSONEncoder(encCfg)
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), level)), nil
+	// Lines come from many goroutines (the fetchers, the loaders, the API
+	// client's retries); the writer may be any io.Writer, so it is locked.
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), level)), nil
 }
 
 func isTerminal(w io.Writer) bool {

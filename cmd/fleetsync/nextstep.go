@@ -33,8 +33,10 @@ func nextStep(err error) string {
 		return "the service's TLS certificate is not trusted: set source.ca_file to the CA that signed it (a private CA, or a proxy that inspects TLS), or fix source.base_url's host name"
 	case fleetapi.IsNotFound(err):
 		return "the service does not know the object (deleted since the walk, or a wrong id or ~label in the sync scope); the next cycle's metadata refresh drops a deleted one"
+	case fleetapi.IsAPILimitExceeded(err):
+		return "the service answered 420 API limit exceeded for longer than source.retry_max_elapsed: the token's request budget is used up; nothing is lost, the next cycle after the budget comes back resumes where this one stopped (check the account's plan and usage)"
 	case fromAPI && pipeline.IsRetryable(err):
-		return "the service kept failing for longer than source.retry_max_elapsed; the next cycle retries (raise source.retry_max_elapsed, or lower source.requests_per_second when it answers 429)"
+		return "the service kept failing for longer than source.retry_max_elapsed; the next cycle retries (raise source.retry_max_elapsed; on 429s the request rate adapts, and source.requests_per_second caps it)"
 	case fromAPI:
 		return "the service's answer could not be used; the next cycle retries, and if it fails the same way, report this error"
 	case errors.As(err, &chErr) || errors.As(err, &netErr):

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -93,8 +94,12 @@ type Client struct {
 	log    *zap.Logger
 	m      *metrics
 	lim    *limiter
-	ua     string
-	now    func() time.Time
+	quota  quotaState
+	// pageSize is the page_size of lists: cfg.PageSize, or 50 once the
+	// service rejected it (see pagesize.go).
+	pageSize atomic.Int64
+	ua       string
+	now      func() time.Time
 }
 
 // New checks cfg, fills its defaults and builds a Client. logger may be nil
@@ -154,7 +159,7 @@ func New(cfg Config, logger *zap.Logger, reg prometheus.Registerer) (*Client, er
 		tokens: cfg.Tokens,
 		log:    logger.With(zap.String("component", "fleetapi")),
 		m:      m,
-		lim:    newLimiter(cfg.RequestsPerSecond, 1, time.Now),
+		lim:    newLimiter(cfg.RequestsPerSecond, time.Now, m.rate),
 		ua:     cfg.UserAgent,
 		now:    time.Now,
 	}
@@ -175,6 +180,7 @@ func New(cfg Config, logger *zap.Logger, reg prometheus.Registerer) (*Client, er
 	}
 	hc.CheckRedirect = c.checkRedirect
 	c.hc = &hc
+	c.pageSize.Store(int64(cfg.PageSize))
 	return c, nil
 }
 
@@ -193,124 +199,6 @@ func (c *Client) RefreshToken() error {
 		return r.Refresh()
 	}
 	return nil
-}
-
-// checkRedirect keeps the token only on redirects to the base URL's origin.
-func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
-	}
-	if !c.sameOrigin(req.URL) {
-		req.Header.Del(headerToken)
-	}
-	return nil
-}
-
-// sameOrigin tells whether u may receive the token: same host and port as
-// the base URL, and no downgrade from https to http.
-func (c *Client) sameOrigin(u *url.URL) bool {
-	if !strings.EqualFold(u.Hostname(), c.base.Hostname()) {
-		return false
-	}
-	if c.base.Scheme == "https" && u.Scheme != "https" {
-		return false
-	}
-	return effectivePort(u) == effectivePort(c.base)
-}
-
-func effectivePort(u *url.URL) string {
-	if p := u.Port(); p != "" {
-		return p
-	}
-	if u.Scheme == "https" {
-		return "443"
-	}
-	return "80"
-}
-
-// apiURL builds base + prefix + escapedPath + ?query; escapedPath must have
-// its variable segments escaped with url.PathEscape.
-func (c *Client) apiURL(prefix, escapedPath string, q url.Values) *url.URL {
-	u := *c.base
-	u.RawPath = strings.TrimRight(c.base.EscapedPath(), "/") + prefix + escapedPath
-	if p, err := url.PathUnescape(u.RawPath); err == nil {
-		u.Path = p
-	} else {
-		u.Path, u.RawPath = u.RawPath, ""
-	}
-	u.RawQuery = ""
-	if len(q) > 0 {
-		u.RawQuery = q.Encode()
-	}
-	return &u
-}
-
-// resolveNext turns a `next` link into the URL to request: followed
-// verbatim, and when relative resolved against the page it appeared on
-// (cur; the base URL when nil), as RFC 3986 resolves any link, so that
-// "?page=2" stays on the list it came from. A `token` query
-// parameter is dropped, since a token never travels in a URL.
-//
-// A link that names another origin than the base URL (another host or
-// port, or http where the base is https) is what a service behind a proxy
-// writes when it builds links from its own address: its path and query are
-// followed on the base URL's scheme, host and port instead (see rebase), so
-// the walk goes on through the proxy, with the token, and never to the
-// other host.
-func (c *Client) resolveNext(cur *url.URL, next string) (*url.URL, error) {
-	u, err := url.Parse(next)
-	if err != nil {
-		return nil, fmt.Errorf("the next link is not a URL: %w", err)
-	}
-	if !u.IsAbs() {
-		if cur == nil {
-			cur = c.base
-		}
-		u = cur.ResolveReference(u)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("the next link has scheme %q", u.Scheme)
-	}
-	if !c.sameOrigin(u) {
-		c.log.Debug("the next link names another host; following its path on the base URL",
-			zap.String("link_host", u.Host), zap.String("path", u.EscapedPath()))
-		u = c.rebase(u)
-	}
-	if q := u.Query(); q.Has("token") {
-		q.Del("token")
-		u.RawQuery = q.Encode()
-	}
-	u.User = nil
-	u.Fragment, u.RawFragment = "", ""
-	return u, nil
-}
-
-// rebase moves u onto the base URL's scheme, host and port, keeping its
-// path and query. When the base URL has a path of its own (a proxy serving
-// the API below a prefix) and u's path does not start with it, the part of
-// u's path from the API version prefix on (/api/v2.0, /api/v1.6) is put
-// below the base path, since the service does not know the proxy's prefix.
-func (c *Client) rebase(u *url.URL) *url.URL {
-	p := u.EscapedPath()
-	if bp := strings.TrimRight(c.base.EscapedPath(), "/"); bp != "" && p != bp && !strings.HasPrefix(p, bp+"/") {
-		for _, prefix := range []string{platformPrefix, dataPrefix} {
-			if i := strings.Index(p, prefix+"/"); i >= 0 {
-				p = bp + p[i:]
-				break
-			}
-		}
-	}
-	out := *c.base
-	out.User = nil
-	out.RawPath = p
-	if up, err := url.PathUnescape(p); err == nil {
-		out.Path = up
-	} else {
-		out.Path, out.RawPath = p, ""
-	}
-	out.RawQuery = u.RawQuery
-	out.Fragment, out.RawFragment = "", ""
-	return &out
 }
 
 // call is one logical request, retried as a whole.
@@ -351,6 +239,9 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	start := c.now()
 	unauthorized := false
 	for attempt := 1; ; attempt++ {
+		if err := c.quotaRefusal(cl); err != nil {
+			return err
+		}
 		err := c.attempt(ctx, cl)
 		if err == nil {
 			return nil
@@ -395,7 +286,8 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				wait = d
 			}
 		}
-		if c.now().Add(wait).Sub(start) > c.cfg.MaxElapsed {
+		wait, budgetFrom := c.limitWait(ae, wait, start)
+		if c.now().Add(wait).Sub(budgetFrom) > c.cfg.MaxElapsed {
 			return fmt.Errorf("giving up after %d attempts: the next try (in %s) would pass the %s retry budget: %w",
 				attempt, wait.Round(time.Millisecond), c.cfg.MaxElapsed, err)
 		}
@@ -404,7 +296,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				attempt, wait.Round(time.Millisecond), err)
 		}
 		c.m.retries.WithLabelValues(cl.endpoint).Inc()
-		c.log.Warn("request failed; retrying",
+		c.log.Log(retryLevel(ae), "request failed; retrying",
 			zap.String("method", cl.method), zap.String("path", cl.u.EscapedPath()),
 			zap.Int("attempt", attempt), zap.Duration("wait", wait), zap.Error(err))
 		if serr := sleepUntil(ctx, c.now().Add(wait), c.now); serr != nil {
@@ -467,6 +359,7 @@ func (c *Client) attempt(ctx context.Context, cl *call) (err error) {
 	defer resp.Body.Close()
 	class := fmt.Sprintf("%dxx", resp.StatusCode/100)
 	defer c.observe(cl.endpoint, class, began)
+	retryAt := c.observeLimit(resp)
 	rb := &responseBody{rc: resp.Body, timer: timer, timeout: c.cfg.Timeout, parent: ctx, actx: actx, c: c, cl: cl}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		herr := cl.handle(resp, rb)
@@ -479,9 +372,7 @@ func (c *Client) attempt(ctx context.Context, cl *call) (err error) {
 	data, _ := io.ReadAll(io.LimitReader(rb, maxErrorBody))
 	ae := ParseError(resp.StatusCode, data)
 	ae.Method, ae.Endpoint = cl.method, cl.u.EscapedPath()
-	if at, ok := parseRetryAfter(resp.Header.Get("Retry-After"), c.now()); ok {
-		ae.retryAt = at
-	}
+	ae.retryAt = retryAt
 	if resp.StatusCode == http.StatusForbidden &&
 		(ae.Code == CodeRetention || cl.csv && len(bytes.TrimSpace(data)) == 0) {
 		return &RetentionError{API: ae}

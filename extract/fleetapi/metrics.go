@@ -12,6 +12,9 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
+	// rate and limited follow the request rate (see limiter.go).
+	rate    prometheus.Gauge
+	limited *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -29,6 +32,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fleetsync_api_retries_total",
 			Help: "Requests to the Fleet Telemetry Service retried after a retryable failure or a 401, by endpoint.",
 		}, []string{"endpoint"}),
+		rate: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fleetsync_api_request_rate",
+			Help: "Requests per second the client allows itself now: learned from the service's 429s, never above source.requests_per_second; 0 while unlimited.",
+		}),
+		limited: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetsync_api_rate_limited_total",
+			Help: "Rate-limit answers from the Fleet Telemetry Service, by code: 429 (too many requests; the client slows down) and 420 (the token's API budget is used up; the client pauses).",
+		}, []string{"code"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -41,6 +52,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	if m.retries, err = register(reg, m.retries); err != nil {
+		return nil, err
+	}
+	if m.rate, err = register(reg, m.rate); err != nil {
+		return nil, err
+	}
+	if m.limited, err = register(reg, m.limited); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -115,6 +115,12 @@ func listPass[T any](ctx context.Context, c *Client, endpoint string, first *url
 		err := c.do(ctx, &call{method: http.MethodGet, endpoint: endpoint, u: u, accept: "application/json",
 			handle: func(_ *http.Response, body io.Reader) error { return decodePage(body, &page) }})
 		if err != nil {
+			if n == 1 {
+				if smaller := c.smallerPages(u, err); smaller != nil {
+					u, n = smaller, 0
+					continue
+				}
+			}
 			var ae *APIError
 			if yielded != nil && n > 1 && errors.As(err, &ae) && ae.Status == http.StatusNotFound && ae.Code != CodeNotFound {
 				return ae, nil

@@ -46,7 +46,7 @@ func esc(seg string) string { return url.PathEscape(seg) }
 func LabelKey(label string) string { return "~" + label }
 
 func (c *Client) listQuery() url.Values {
-	return url.Values{"page_size": {strconv.Itoa(c.cfg.PageSize)}}
+	return url.Values{"page_size": {strconv.FormatInt(c.pageSize.Load(), 10)}}
 }
 
 // object returns raw when it is a JSON object, "{}" otherwise (null,
@@ -448,7 +448,7 @@ type EventLog struct {
 // response with everything).
 func (c *Client) EventLogs(ctx context.Context, eventKey string, pageSize int, fn func(EventLog) error) error {
 	if pageSize == 0 {
-		pageSize = c.cfg.PageSize
+		pageSize = int(c.pageSize.Load())
 	}
 	q := url.Values{}
 	if pageSize > 0 {

@@ -220,6 +220,8 @@ func (s *Sim) control(r *http.Request, seg []string) (any, int, error) {
 		}
 		s.ResetCounters()
 		return nil, http.StatusNoContent, nil
+	case seg[0] == "ratelimit":
+		return s.controlRateLimit(r, seg[1:])
 	case n == 1 && seg[0] == "faults":
 		switch m {
 		case http.MethodGet:

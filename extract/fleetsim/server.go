@@ -193,6 +193,8 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 
 	if strings.HasPrefix(r.URL.Path, "/api/") {
+		// The limits count a request when it arrives, before any latency.
+		lv := s.admit(r, rt)
 		fd := s.drawFaults(rt != nil && rt.data)
 		info := s.inspect(r, fd.faults)
 		if len(fd.faults.Variables) > 0 && !namesVariable(rt, params, info.body, fd.faults.Variables) {
@@ -207,6 +209,9 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 		switch {
+		case lv.status != 0:
+			writeLimited(w, lv)
+			return
 		case fd.rateLimit:
 			header, at, ok := retryAfterValue(fd.faults, s.now())
 			if ok {
@@ -243,6 +248,10 @@ func (s *Sim) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	if r.Method == http.MethodOptions {
 		s.describeRoute(w, r, rt)
+		cw.finish()
+		return
+	}
+	if s.rejectsPageSize(w, r) {
 		cw.finish()
 		return
 	}

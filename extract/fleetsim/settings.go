@@ -36,6 +36,13 @@ type Options struct {
 	CountAsBool bool
 	// Faults injected into /api/ responses (see SetFaults).
 	Faults Faults
+	// RateLimit is the per-token request limit and budget (see
+	// SetRateLimit); the zero value is off.
+	RateLimit RateLimit
+	// RejectPageSizeAbove, when positive, answers a Platform API list
+	// request whose page_size is above it with 400 (code 400001 naming
+	// page_size) instead of clamping it to 1000.
+	RejectPageSizeAbove int
 	// Live optionally adds new and late points while serving.
 	Live LiveOptions
 	// LastActivity chooses the reading of lastActivity that devices and

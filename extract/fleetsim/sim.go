@@ -60,6 +60,9 @@ type Sim struct {
 	retryMu sync.Mutex
 	retryAt map[string]time.Time
 
+	// lim holds the per-token limits (see ratelimit.go).
+	lim limits
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	done      chan struct{}
@@ -95,6 +98,9 @@ func New(opts Options) (*Sim, error) {
 	if opts.SeriesOrder < SeriesNewest || opts.SeriesOrder > SeriesNewestAscending {
 		return nil, fmt.Errorf("fleetsim: unknown series order %d", int(opts.SeriesOrder))
 	}
+	if err := opts.RateLimit.check(); err != nil {
+		return nil, err
+	}
 	if opts.LastActivity < LastActivityAnyWrite || opts.LastActivity > LastActivityNone {
 		return nil, fmt.Errorf("fleetsim: unknown last activity mode %d", int(opts.LastActivity))
 	}
@@ -116,6 +122,7 @@ func New(opts Options) (*Sim, error) {
 		writers:   map[*Writer]struct{}{},
 	}
 	s.setFaults(opts.Faults)
+	s.lim.cfg = opts.RateLimit.withDefaults()
 	expires := s.start.Add(s.tokenTTL)
 	for _, t := range opts.Tokens {
 		s.tokens[t] = &token{kind: TokenOrdinary, expires: expires}
