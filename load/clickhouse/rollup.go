@@ -199,7 +199,19 @@ const latestColumns = "variable_id, device_id, device_label, variable_label, ts_
 // latestAggregate picks the newest point of each variable as one tuple:
 // argMax over the Nullable lat and lng alone would skip the points without
 // a position and return an older point's.
-const latestAggregate = "variable_id, argMax(tuple(device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng), ts_ms) AS p"
+//
+// It reads datapoints without FINAL, ordering the rows by (ts_ms,
+// version): that is the row FINAL keeps, since ReplacingMergeTree(version)
+// keeps the greatest version of each key and every version of a point
+// shares its variable_id and ts_ms. FINAL would merge every column of every
+// granule it reads, on one thread, before the WHERE drops all but the last
+// hour; with a variable's points spread over a month, that granule holds
+// thousands of the variable's older points, so the merge cost a FINAL read
+// of nearly every point a backfill loaded. Without FINAL the window's
+// condition is moved to PREWHERE and the argMax sees a few rows per
+// variable. (Two versions of one point with the same version come from one
+// INSERT, which holds each point once.)
+const latestAggregate = "variable_id, argMax(tuple(device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng), tuple(ts_ms, version)) AS p"
 
 const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, p.8, p.9"
 
@@ -209,7 +221,7 @@ const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, p.8, p.9"
 func (c *Client) latestSQL(in string, from int64, version uint64) string {
 	return "INSERT INTO " + c.Table(TableLatest) + " (" + latestColumns + ") SELECT " + latestFields + ", " +
 		strconv.FormatUint(version, 10) + " FROM (SELECT " + latestAggregate + " FROM " + c.Table(TableDatapoints) +
-		" FINAL WHERE " + pointsWhere(in, from, 0) + " GROUP BY variable_id)"
+		" WHERE " + pointsWhere(in, from, 0) + " GROUP BY variable_id)"
 }
 
 // msUTC formats a POSIX-ms timestamp for errors.
