@@ -128,5 +128,3 @@ func (p *pass) commit(ctx context.Context) time.Duration {
 	}
 	return rolled
 }
-
-// frameSink appends decoded rows to the fetcher's chunk, drops frames cut by

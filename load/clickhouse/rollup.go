@@ -13,8 +13,9 @@ import (
 
 // The analyst tables, datapoints_latest and datapoints_hourly, are rollups
 // of datapoints that stay exact: each row is recomputed, by one INSERT ...
-// SELECT over `datapoints FINAL`, every time a load touches its variable or
-// hour. A materialized view cannot do this: it sees every re-read row as a
+// SELECT over the deduplicated points (`datapoints FINAL` for the hourly
+// rows; for the latest ones, the version FINAL keeps, see latestAggregate),
+// every time a load touches its variable or hour. A materialized view cannot do this: it sees every re-read row as a
 // new one and would count it twice.
 //
 // Why a recompute replaces the old row deterministically. A row's version
@@ -209,8 +210,11 @@ const latestColumns = "variable_id, device_id, device_label, variable_label, ts_
 // thousands of the variable's older points, so the merge cost a FINAL read
 // of nearly every point a backfill loaded. Without FINAL the window's
 // condition is moved to PREWHERE and the argMax sees a few rows per
-// variable. (Two versions of one point with the same version come from one
-// INSERT, which holds each point once.)
+// variable. Versions of different INSERTs are distinct nanosecond clocks;
+// only one INSERT holding a point twice (a request retried after part of
+// its response was streamed) gives two rows of a point the same version,
+// and then FINAL's own pick between them is arbitrary too, while both
+// came from the source moments apart.
 const latestAggregate = "variable_id, argMax(tuple(device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng), tuple(ts_ms, version)) AS p"
 
 const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, p.8, p.9"
