@@ -58,14 +58,37 @@ func (p *pass) ackSpans(spans []Span, err error) {
 	p.e.m.pointsLoaded.Add(float64(n))
 }
 
-// committer writes ready marks every second and once more at the end.
+// rollupPace bounds the share of a pass's time the committer spends in
+// rollup recomputes while the loaders run: after a commit whose recompute
+// took d, the next one waits at least rollupPace·d. A recompute reads its
+// points under FINAL; run every second beside the streaming INSERTs of a
+// backfill it read the fresh, still unmerged parts over and over and
+// competed with the inserts for the server's CPU. Fewer, larger
+// statements do the same work once. Crash safety is unchanged: marks are
+// still written only after the recompute of the rows below them, so a
+// crash costs at most the re-read of what the last rollupPace·d seconds
+// loaded, never an inexact row; maxCommitGap bounds that re-read.
+const rollupPace = 9
+
+// maxCommitGap is the longest the pacing holds marks back.
+const maxCommitGap = time.Minute
+
+// committer writes ready marks every second, paced by rollupPace, and
+// once more at the end.
 func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var next time.Time // no commit before next
 	for {
 		select {
 		case <-tick.C:
-			p.commit(ctx)
+			if time.Now().Before(next) {
+				continue
+			}
+			start := time.Now()
+			if rolled := p.commit(ctx); rolled > 0 {
+				next = start.Add(min(rolled*(rollupPace+1), maxCommitGap))
+			}
 		case <-stop:
 			p.commit(ctx)
 			return
@@ -76,13 +99,15 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 // commit recomputes the rollups of the targets completed since the last
 // commit, then writes the ready marks. The rollups go first so that a
 // crash between the load and the rollup leaves the marks behind: the next
-// cycle reads those windows again and recomputes their hours.
-func (p *pass) commit(ctx context.Context) {
+// cycle reads those windows again and recomputes their hours. It returns
+// how long the recompute took.
+func (p *pass) commit(ctx context.Context) time.Duration {
 	p.mu.Lock()
 	marks, touched := p.ready, p.touched
 	p.ready, p.touched = nil, nil
 	p.mu.Unlock()
-	if err := p.rollUp(ctx, touched); err != nil {
+	rolled, err := p.rollUp(ctx, touched)
+	if err != nil {
 		p.e.log.Error("recomputing the rollups failed; the marks of these variables stay where they were, so the next cycle reads their windows again and recomputes them",
 			zap.Int("variables", len(touched)), zap.Int("marks", len(marks)), zap.Error(err))
 		p.mu.Lock()
@@ -90,10 +115,10 @@ func (p *pass) commit(ctx context.Context) {
 			p.commitErr = err
 		}
 		p.mu.Unlock()
-		return
+		return rolled
 	}
 	if len(marks) == 0 || p.e.st == nil {
-		return
+		return rolled
 	}
 	if err := p.e.st.Commit(context.WithoutCancel(ctx), marks); err != nil {
 		p.e.log.Error("committing marks failed; the rows are loaded and the next cycle re-reads them", zap.Int("marks", len(marks)), zap.Error(err))
@@ -101,6 +126,5 @@ func (p *pass) commit(ctx context.Context) {
 		p.commitErr = fmt.Errorf("commit %d marks: %w", len(marks), err)
 		p.mu.Unlock()
 	}
+	return rolled
 }
-
-// frameSink appends decoded rows to the fetcher's chunk, drops frames cut by

@@ -42,10 +42,11 @@ type Rollup interface {
 
 // rollUp recomputes the rollups of touched, timed as StageRollup. Points
 // are never deleted by fleetsync, so an hour never loses points and a
-// recompute only ever replaces rows, never has to remove one.
-func (p *pass) rollUp(ctx context.Context, touched []Touched) error {
+// recompute only ever replaces rows, never has to remove one. It returns
+// how long the recompute took.
+func (p *pass) rollUp(ctx context.Context, touched []Touched) (time.Duration, error) {
 	if len(touched) == 0 || p.e.opts.Rollup == nil {
-		return nil
+		return 0, nil
 	}
 	start := time.Now()
 	// Like the loads, a rollup finishes when the run is cancelled: its
@@ -61,5 +62,5 @@ func (p *pass) rollUp(ctx context.Context, touched []Touched) error {
 		err = fmt.Errorf("recompute the rollups of %d variables: %w", len(touched), err)
 	}
 	p.e.m.stageSuccess.WithLabelValues(StageRollup).Set(ok)
-	return err
+	return took, err
 }

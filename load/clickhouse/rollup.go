@@ -13,8 +13,9 @@ import (
 
 // The analyst tables, datapoints_latest and datapoints_hourly, are rollups
 // of datapoints that stay exact: each row is recomputed, by one INSERT ...
-// SELECT over `datapoints FINAL`, every time a load touches its variable or
-// hour. A materialized view cannot do this: it sees every re-read row as a
+// SELECT over the deduplicated points (`datapoints FINAL` for the hourly
+// rows; for the latest ones, the version FINAL keeps, see latestAggregate),
+// every time a load touches its variable or hour. A materialized view cannot do this: it sees every re-read row as a
 // new one and would count it twice.
 //
 // Why a recompute replaces the old row deterministically. A row's version
@@ -200,11 +201,26 @@ const latestColumns = "variable_id, device_id, device_label, variable_label, ts_
 // argMax over the Nullable lat and lng alone would skip the points without
 // a position and return an older point's.
 //
+// It reads datapoints without FINAL, ordering the rows by (ts_ms,
+// version): that is the row FINAL keeps, since ReplacingMergeTree(version)
+// keeps the greatest version of each key and every version of a point
+// shares its variable_id and ts_ms. FINAL would merge every column of every
+// granule it reads, on one thread, before the WHERE drops all but the last
+// hour; with a variable's points spread over a month, that granule holds
+// thousands of the variable's older points, so the merge cost a FINAL read
+// of nearly every point a backfill loaded. Without FINAL the window's
+// condition is moved to PREWHERE and the argMax sees a few rows per
+// variable. Versions of different INSERTs are distinct nanosecond clocks;
+// only one INSERT holding a point twice (a request retried after part of
+// its response was streamed) gives two rows of a point the same version,
+// and then FINAL's own pick between them is arbitrary too, while both
+// came from the source moments apart.
+//
 // The tuple holds no Nullable: lat and lng travel as a NULL flag and a
 // number. ClickHouse 18.16 merges argMax states of a tuple with Nullable
 // members from the shards of a Distributed table as 0 instead of NULL.
 const latestAggregate = "variable_id, argMax(tuple(device_id, device_label, variable_label, ts_ms, ts, value, context, " +
-	"isNull(lat), ifNull(lat, 0), isNull(lng), ifNull(lng, 0)), ts_ms) AS p"
+	"isNull(lat), ifNull(lat, 0), isNull(lng), ifNull(lng, 0)), tuple(ts_ms, version)) AS p"
 
 const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, if(p.8, NULL, p.9), if(p.10, NULL, p.11)"
 
@@ -214,7 +230,7 @@ const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, if(p.8, NU
 func (c *Client) latestSQL(in string, from int64, version uint64) string {
 	return "INSERT INTO " + c.Table(TableLatest) + " (" + latestColumns + ") SELECT " + latestFields + ", " +
 		strconv.FormatUint(version, 10) + " FROM (SELECT " + latestAggregate + " FROM " + c.Table(TableDatapoints) +
-		" FINAL WHERE " + pointsWhere(in, from, 0) + " GROUP BY variable_id)"
+		" WHERE " + pointsWhere(in, from, 0) + " GROUP BY variable_id)"
 }
 
 // msUTC formats a POSIX-ms timestamp for errors.

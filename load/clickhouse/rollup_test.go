@@ -2,6 +2,7 @@ package clickhouse_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -180,5 +181,34 @@ func TestRollupVariablesListsTheVariablesWithPointsInTheRange(t *testing.T) {
 	}
 	if len(got) != 1 || got[0] != (pipeline.Touched{VariableID: "inside", FromMs: base, ToMs: base + hour}) {
 		t.Errorf("RollupVariables = %+v, want only inside over [base, base+1h]", got)
+	}
+}
+
+// TestLatestIsTheNewestVersionOfAReReadNewestPoint: the latest row is read
+// without FINAL, so it must pick, among the versions of the newest point,
+// the one FINAL keeps (the greatest version), whatever order the parts are
+// read in.
+func TestLatestIsTheNewestVersionOfAReReadNewestPoint(t *testing.T) {
+	c := openRollupClient(t)
+	newest := base + 2*hour
+	point := func(v float64, ctx string) pipeline.Row {
+		return pipeline.Row{VariableID: "v1", DeviceID: "d1", DeviceLabel: "truck", VariableLabel: "speed", TsMs: newest, Value: v, Context: ctx}
+	}
+	recompute(t, c, write(t, c,
+		pipeline.Row{VariableID: "v1", DeviceID: "d1", DeviceLabel: "truck", VariableLabel: "speed", TsMs: newest - 1000, Value: 1},
+		point(2, `{"read":1}`)))
+	for i := range 3 {
+		recompute(t, c, write(t, c, point(float64(10+i), fmt.Sprintf(`{"read":%d}`, i+2))))
+	}
+	rolluptest.Check(t, c)
+	var (
+		value float64
+		ctx   string
+	)
+	if err := c.Conn().QueryRow(context.Background(), "SELECT value, context FROM "+c.Table(clickhouse.TableLatest)+" FINAL WHERE variable_id = 'v1'").Scan(&value, &ctx); err != nil {
+		t.Fatal(err)
+	}
+	if value != 12 || ctx != `{"read":4}` {
+		t.Errorf("latest of v1 = %v %s, want the last re-read's 12 {\"read\":4}", value, ctx)
 	}
 }
