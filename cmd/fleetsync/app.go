@@ -228,7 +228,9 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			stages.Metadata = pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
 		}
 		// Every shard keeps the rollups of its own variables.
-		stages.Rollup = a.ch
+		if cfg.Sync.Rollups {
+			stages.Rollup = a.ch
+		}
 		if len(cfg.Sync.Events) > 0 && refreshesMetadata(cfg.Sync) {
 			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
 		}

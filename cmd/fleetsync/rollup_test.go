@@ -55,6 +55,27 @@ func TestRollupFillsTheTablesOfAWarehouseSyncedBeforeThem(t *testing.T) {
 	w.checkRollups()
 }
 
+// With sync.rollups off a sync leaves the analyst tables alone (the fast
+// first backfill the key is for), and `fleetsync rollup` then makes them
+// exact.
+func TestSyncWithRollupsOffLeavesThemToTheRollupCommand(t *testing.T) {
+	w := newWorld(t, worldOpts{extra: "rollups: false"})
+	w.sync()
+	ctx := context.Background()
+	for _, table := range []string{fsch.TableHourly, fsch.TableLatest} {
+		var n uint64
+		if err := w.conn.QueryRow(ctx, "SELECT count() FROM `"+w.db+"`.`"+table+"`").Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%s after a sync with rollups: false: %d rows, err %v; want none", table, n, err)
+		}
+	}
+	from := time.Now().Add(-40 * 24 * time.Hour).UTC().Format(time.RFC3339)
+	to := time.Now().Add(time.Minute).UTC().Format(time.RFC3339)
+	if code, out, errOut := w.cli(ctx, "rollup", "--config", w.cfgPath, "--from", from, "--to", to); code != 0 {
+		t.Fatalf("rollup: exit %d\nstdout: %s\nstderr: %s", code, out, lastLines(errOut, 5))
+	}
+	w.checkRollups()
+}
+
 func TestRollupRejectsABadRangeOnOneLine(t *testing.T) {
 	w := newWorld(t, worldOpts{})
 	for _, tc := range []struct {
