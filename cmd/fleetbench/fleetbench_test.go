@@ -157,3 +157,29 @@ func TestParseOptionsRejectsUnknownPart(t *testing.T) {
 		t.Errorf("-quick -only incr gave runs %d, only %v", o.runs, o.only)
 	}
 }
+
+// The benchmark times the README's analyst queries, not versions of its
+// own: each constant must be one of the README's SQL blocks (database
+// fleet written %[1]s, the trailing ; dropped, white space folded and
+// none kept inside parentheses).
+func TestAnalystQueriesAreTheREADMEs(t *testing.T) {
+	text, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fold := func(s string) string {
+		s = strings.Join(strings.Fields(s), " ")
+		return strings.ReplaceAll(strings.ReplaceAll(s, "( ", "("), " )", ")")
+	}
+	blocks := map[string]bool{}
+	for _, b := range strings.Split(string(text), "```sql")[1:] {
+		q, _, _ := strings.Cut(b, "```")
+		q = strings.TrimSuffix(strings.TrimSpace(q), ";")
+		blocks[fold(strings.ReplaceAll(q, "fleet.", "%[1]s."))] = true
+	}
+	for name, q := range map[string]string{"latestFinalSQL": latestFinalSQL, "latestRollupSQL": latestRollupSQL, "hourlyFinalSQL": hourlyFinalSQL, "hourlyRollupSQL": hourlyRollupSQL} {
+		if !blocks[fold(q)] {
+			t.Errorf("%s is not one of README.md's SQL examples:\n%s", name, q)
+		}
+	}
+}

@@ -14,14 +14,15 @@ import (
 )
 
 // The analyst queries of the README, from the raw table with FINAL and
-// from the rollups; %[1]s is the database.
+// from the rollups; %[1]s is the database. TestAnalystQueriesAreTheREADMEs
+// keeps them the README's own, so the figures are for the SQL users copy.
 const (
 	latestFinalSQL = `SELECT device_label, variable_label, argMax(value, ts_ms) AS value, max(ts) AS at
 FROM %[1]s.datapoints FINAL
 GROUP BY device_label, variable_label
 ORDER BY device_label, variable_label`
 	latestRollupSQL = `SELECT device_label, variable_label, value, ts AS at
-FROM %[1]s.datapoints_latest FINAL
+FROM (SELECT device_label, variable_label, value, ts FROM %[1]s.datapoints_latest FINAL)
 ORDER BY device_label, variable_label`
 	hourlyFinalSQL = `SELECT device_label, toStartOfHour(ts) AS hour, avg(value) AS avg_value, count() AS points
 FROM %[1]s.datapoints FINAL
@@ -33,8 +34,8 @@ ORDER BY device_label, hour`
 	hourlyRollupSQL = `SELECT device_label, hour, sum / count AS avg_value, count AS points
 FROM %[1]s.datapoints_hourly FINAL
 ANY INNER JOIN (SELECT id AS variable_id, device_label FROM %[1]s.variables FINAL WHERE label = 'temperature' AND deleted = 0) USING variable_id
-WHERE variable_id IN (SELECT id FROM %[1]s.variables FINAL WHERE label = 'temperature' AND deleted = 0)
-  AND hour >= toStartOfHour(now()) - INTERVAL 30 DAY
+PREWHERE variable_id IN (SELECT id FROM %[1]s.variables FINAL WHERE label = 'temperature' AND deleted = 0)
+WHERE hour >= toStartOfHour(now()) - INTERVAL 30 DAY
 ORDER BY device_label, hour`
 )
 
