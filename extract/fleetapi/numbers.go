@@ -11,10 +11,7 @@ import (
 // scanned (exactly, see parseFloat); anything else takes the general path.
 func (s *scanner) readFloat() (float64, error) {
 	b := s.buf[s.pos:s.end]
-	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		neg, i = true, 1
-	}
+	i, neg := minusSign(b)
 	var mant uint64
 	nd := 0
 	for i < len(b) && b[i]-'0' <= 9 {
@@ -47,21 +44,14 @@ func (s *scanner) readFloat() (float64, error) {
 		}
 		return f, nil
 	}
-	tok, err := s.number()
-	if err != nil {
-		return 0, err
-	}
-	return parseFloat(tok)
+	return readToken(s, parseFloat)
 }
 
 // readMillis reads the timestamp at the current position: integers of up to
 // 18 digits that end inside the window are parsed while scanned.
 func (s *scanner) readMillis() (int64, error) {
 	b := s.buf[s.pos:s.end]
-	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		neg, i = true, 1
-	}
+	i, neg := minusSign(b)
 	var v int64
 	start := i
 	for i < len(b) && b[i]-'0' <= 9 {
@@ -75,33 +65,38 @@ func (s *scanner) readMillis() (int64, error) {
 		}
 		return v, nil
 	}
+	return readToken(s, parseMillis)
+}
+
+// readToken is the general path of readFloat and readMillis: it takes the
+// whole number token, across window refills, and parses it.
+func readToken[T int64 | float64](s *scanner, parse func([]byte) (T, error)) (T, error) {
 	tok, err := s.number()
 	if err != nil {
 		return 0, err
 	}
-	return parseMillis(tok)
+	return parse(tok)
+}
+
+// minusSign reports whether the number in b starts with a minus sign and
+// returns the index of its first digit.
+func minusSign(b []byte) (int, bool) {
+	if len(b) > 0 && b[0] == '-' {
+		return 1, true
+	}
+	return 0, false
 }
 
 // appendCompact appends the valid JSON value v without the whitespace outside
 // its strings.
 func appendCompact(dst, v []byte) []byte {
-	inStr, esc := false, false
+	var q jsonQuote
 	start := 0
 	for i, c := range v {
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
+		if q.step(c) {
 			continue
 		}
 		switch c {
-		case '"':
-			inStr = true
 		case ' ', '\t', '\n', '\r':
 			dst = append(dst, v[start:i]...)
 			start = i + 1
@@ -119,10 +114,7 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 // an exact power of ten is correctly rounded); everything else goes to
 // strconv.
 func parseFloat(b []byte) (float64, error) {
-	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		neg, i = true, 1
-	}
+	i, neg := minusSign(b)
 	var mant uint64
 	digits, frac, dot := 0, 0, false
 	for ; i < len(b); i++ {
@@ -170,10 +162,7 @@ func parseFloatSlow(b []byte) (float64, error) {
 // parseMillis reads a timestamp: a JSON integer, or any number form whose
 // value is a whole number within int64.
 func parseMillis(b []byte) (int64, error) {
-	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		neg, i = true, 1
-	}
+	i, neg := minusSign(b)
 	if n := len(b) - i; n > 0 && n <= 18 {
 		var v int64
 		ok := true
