@@ -35,14 +35,7 @@ func (s *scanner) readFloat() (float64, error) {
 	}
 	if i < len(b) && !numChars[b[i]] && nd > 0 && nd <= 15 {
 		s.pos += i
-		f := float64(mant)
-		if frac > 0 {
-			f /= pow10[frac]
-		}
-		if neg {
-			f = -f
-		}
-		return f, nil
+		return decimal(mant, frac, neg), nil
 	}
 	return readToken(s, parseFloat)
 }
@@ -136,6 +129,13 @@ func parseFloat(b []byte) (float64, error) {
 	if digits == 0 || digits > 15 || (dot && frac == 0) {
 		return parseFloatSlow(b)
 	}
+	return decimal(mant, frac, neg), nil
+}
+
+// decimal is the value of the digits mant with the last frac of them after
+// the decimal point, negated when neg: exact, and correctly rounded, for the
+// mantissas below 2^53 the fast paths let through.
+func decimal(mant uint64, frac int, neg bool) float64 {
 	f := float64(mant)
 	if frac > 0 {
 		f /= pow10[frac]
@@ -143,7 +143,7 @@ func parseFloat(b []byte) (float64, error) {
 	if neg {
 		f = -f
 	}
-	return f, nil
+	return f
 }
 
 func parseFloatSlow(b []byte) (float64, error) {
