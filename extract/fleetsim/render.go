@@ -29,7 +29,9 @@ func (s *Sim) lookupEvent(key string) *event {
 
 // Representations.
 
-type orgJSON struct {
+// summaryJSON is a resource rendered in brief: an organization, or a
+// device in a group's member list.
+type summaryJSON struct {
 	URL       string `json:"url"`
 	ID        string `json:"id"`
 	Label     string `json:"label"`
@@ -38,7 +40,7 @@ type orgJSON struct {
 }
 
 func renderOrg(base string, o *org) any {
-	return orgJSON{URL: base + "/api/v2.0/organizations/" + o.id + "/", ID: o.id, Label: o.label, Name: o.name, CreatedAt: isoTime(o.createdAt)}
+	return summaryJSON{URL: base + "/api/v2.0/organizations/" + o.id + "/", ID: o.id, Label: o.label, Name: o.name, CreatedAt: isoTime(o.createdAt)}
 }
 
 type deviceJSON struct {
@@ -69,16 +71,8 @@ func (s *Sim) renderDevice(base string, d *device) any {
 	}
 }
 
-type deviceSummaryJSON struct {
-	URL       string `json:"url"`
-	ID        string `json:"id"`
-	Label     string `json:"label"`
-	Name      string `json:"name"`
-	CreatedAt string `json:"createdAt"`
-}
-
 func renderDeviceSummary(base string, d *device) any {
-	return deviceSummaryJSON{URL: base + "/api/v2.0/devices/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, CreatedAt: isoTime(d.createdAt)}
+	return summaryJSON{URL: base + "/api/v2.0/devices/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, CreatedAt: isoTime(d.createdAt)}
 }
 
 type deviceRefJSON struct {
