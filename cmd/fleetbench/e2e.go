@@ -18,17 +18,25 @@ func (b *bench) syncConfig(path, baseURL, db string, rowsPerRequest int, syncExt
 	for _, l := range syncExtra {
 		extra += "  " + l + "\n"
 	}
-	cfg := fmt.Sprintf(`source:
-  base_url: %s
-  token: %s
-  page_size: %d
-sync:
+	return b.writeConfig(path, baseURL, db, fmt.Sprintf("  page_size: %d\n", t.PageSize), fmt.Sprintf(`sync:
   rows_per_request: %d
   variables_per_request: %d
   max_in_flight: %d
   batch_rows: %d
   insert_workers: %d
-%sclickhouse:
+%s`, rowsPerRequest, t.VariablesPerRequest, t.MaxInFlight, t.BatchRows, t.InsertWorkers, extra))
+}
+
+// writeConfig writes a fleetsync configuration at path for the benchmark
+// database db on the bench's ClickHouse, with the defaults but for what the
+// benchmark must set: sourceLines go in the source section below base_url
+// and token, sections (a sync section, say) after it; both end in a newline
+// or are empty.
+func (b *bench) writeConfig(path, baseURL, db, sourceLines, sections string) error {
+	cfg := fmt.Sprintf(`source:
+  base_url: %s
+  token: %s
+%s%sclickhouse:
   addr: ["%s"]
   database: %s
 metrics:
@@ -36,7 +44,7 @@ metrics:
 log:
   level: info
   format: json
-`, baseURL, token, t.PageSize, rowsPerRequest, t.VariablesPerRequest, t.MaxInFlight, t.BatchRows, t.InsertWorkers, extra, b.ch.Addr(), db)
+`, baseURL, token, sourceLines, sections, b.ch.Addr(), db)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("write fleetsync config: %w", err)
 	}
