@@ -78,7 +78,7 @@ func (b *bench) rateLimited(ctx context.Context) error {
 	} {
 		db := "bench_rl_" + v.name
 		cfg := filepath.Join(b.dir, db+".yaml")
-		if err := b.writeConfig(cfg, sim.url, db, v.source, ""); err != nil {
+		if err := b.writeConfig(cfg, sim.url, db, configLines{source: v.source}); err != nil {
 			return err
 		}
 		firstWall := sec.fig("", v.label+": first sync, wall time", "s", 1)
