@@ -23,8 +23,9 @@ import (
 // msTime formats a POSIX-ms timestamp for logs and errors.
 func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
 
-// RunResult sums up one engine run.
-type RunResult struct {
+// Moved counts what one move of points did: a RunResult holds it for an
+// engine run, and a Summary the same for the cycle or backfill that ran it.
+type Moved struct {
 	Targets   int
 	Completed int
 	Points    int64
@@ -41,13 +42,18 @@ type RunResult struct {
 	// (Points counts them twice).
 	Reloaded int64
 	Failed   []*TargetError
+	// Rollup is the time spent recomputing the rollups (StageRollup).
+	Rollup time.Duration
+}
+
+// RunResult sums up one engine run.
+type RunResult struct {
+	Moved
 	// FloorMovedTo is the retention floor after the run when the service
 	// made it move forward; zero otherwise.
 	FloorMovedTo int64
 	// CommitErr is the error of committing marks, if any.
 	CommitErr error
-	// Rollup is the time spent recomputing the rollups (StageRollup).
-	Rollup time.Duration
 }
 
 // err is the run's outcome as one error, for the stage wrapper: the
@@ -220,7 +226,7 @@ func (e *Engine) pass(ctx context.Context, targets []Target, floor int64) RunRes
 	close(stopCommit)
 	<-commitDone
 
-	res := RunResult{
+	res := RunResult{Moved: Moved{
 		Targets:  len(states),
 		Points:   p.points.Load(),
 		Requests: p.requests.Load(),
@@ -228,7 +234,7 @@ func (e *Engine) pass(ctx context.Context, targets []Target, floor int64) RunRes
 
 		CountRequests: p.counts.Load(),
 		RowsServed:    p.served.Load(),
-	}
+	}}
 	p.mu.Lock()
 	res.Completed = p.complete
 	res.Failed = p.failed

@@ -103,28 +103,16 @@ type Summary struct {
 	Devices   int
 	Variables int
 	Skipped   int
-	Targets   int
-	Completed int
-	Points    int64
-	Requests  int64
-	Splits    int64
-	// CountRequests, RowsServed, Reloaded and MinRequests are the run's
-	// (see RunResult); RowsServedPerLoaded and RequestsPerMinimum the
-	// ratios reported, 0 when nothing was read.
-	CountRequests       int64
-	RowsServed          int64
-	Reloaded            int64
-	MinRequests         int64
+	// Moved is the move stage's run's (see RunResult); RowsServedPerLoaded
+	// and RequestsPerMinimum the ratios reported, 0 when nothing was read.
+	Moved
 	RowsServedPerLoaded float64
 	RequestsPerMinimum  float64
-	Failed              []*TargetError
 	// FloorMovedTo is set when the service's retention was shorter than
 	// configured and the floor moved forward.
 	FloorMovedTo time.Time
 	LagMax       time.Duration
 	Lagging      int
-	// Rollup is the time the move stage spent recomputing the rollups.
-	Rollup time.Duration
 }
 
 // Floor is the earliest timestamp a request may reach at now.
@@ -211,9 +199,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 }
 
 func (s *Syncer) absorb(sum *Summary, res RunResult) {
-	sum.Targets, sum.Completed = res.Targets, res.Completed
-	sum.Points, sum.Requests, sum.Splits = res.Points, res.Requests, res.Splits
-	sum.CountRequests, sum.RowsServed, sum.Reloaded, sum.MinRequests = res.CountRequests, res.RowsServed, res.Reloaded, res.MinRequests
+	sum.Moved = res.Moved
 	s.m.countRequests.Add(float64(res.CountRequests))
 	if distinct := res.Points - res.Reloaded; distinct > 0 {
 		sum.RowsServedPerLoaded = float64(res.RowsServed) / float64(distinct)
@@ -223,8 +209,6 @@ func (s *Syncer) absorb(sum *Summary, res RunResult) {
 		sum.RequestsPerMinimum = float64(res.Requests) / float64(res.MinRequests)
 		s.m.requestsPerMinimum.Set(sum.RequestsPerMinimum)
 	}
-	sum.Failed = res.Failed
-	sum.Rollup = res.Rollup
 	if res.FloorMovedTo != 0 {
 		sum.FloorMovedTo = time.UnixMilli(res.FloorMovedTo).UTC()
 		s.m.retentionFloorMoved.Inc()

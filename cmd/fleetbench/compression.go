@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -69,10 +68,8 @@ func (st *compressionStage) runMode(ctx context.Context, r int, mode string) err
 	b := st.b
 	db := fmt.Sprintf("bench_compression_%s_%d", mode, r+1)
 	cfg := filepath.Join(b.dir, db+".yaml")
-	text := fmt.Sprintf("source:\n  base_url: %s\n  token: %s\nclickhouse:\n  addr: [%q]\n  database: %s\n  compression: %s\nmetrics:\n  listen: \"127.0.0.1:0\"\nlog:\n  level: info\n  format: json\n",
-		st.sim.url, token, b.ch.Addr(), db, mode)
-	if err := os.WriteFile(cfg, []byte(text), 0o600); err != nil {
-		return fmt.Errorf("write fleetsync config: %w", err)
+	if err := b.writeConfig(cfg, st.sim.url, db, configLines{clickhouse: "  compression: " + mode + "\n"}); err != nil {
+		return err
 	}
 	b.quiesce(ctx)
 	res, err := b.runSync(ctx, db, cfg, st.sim, db)

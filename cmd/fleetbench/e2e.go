@@ -18,25 +18,40 @@ func (b *bench) syncConfig(path, baseURL, db string, rowsPerRequest int, syncExt
 	for _, l := range syncExtra {
 		extra += "  " + l + "\n"
 	}
-	cfg := fmt.Sprintf(`source:
-  base_url: %s
-  token: %s
-  page_size: %d
-sync:
+	return b.writeConfig(path, baseURL, db, configLines{source: fmt.Sprintf("  page_size: %d\n", t.PageSize), sections: fmt.Sprintf(`sync:
   rows_per_request: %d
   variables_per_request: %d
   max_in_flight: %d
   batch_rows: %d
   insert_workers: %d
-%sclickhouse:
+%s`, rowsPerRequest, t.VariablesPerRequest, t.MaxInFlight, t.BatchRows, t.InsertWorkers, extra)})
+}
+
+// configLines are what a benchmark sets in a fleetsync configuration
+// beyond the source, the ClickHouse database and the logs; each is whole
+// lines, ending in a newline, or empty.
+type configLines struct {
+	source     string // in the source section, below base_url and token
+	sections   string // whole sections after the source (sync, say)
+	clickhouse string // in the clickhouse section, below addr and database
+}
+
+// writeConfig writes a fleetsync configuration at path for the benchmark
+// database db on the bench's ClickHouse, with the defaults but for what the
+// benchmark must set.
+func (b *bench) writeConfig(path, baseURL, db string, l configLines) error {
+	cfg := fmt.Sprintf(`source:
+  base_url: %s
+  token: %s
+%s%sclickhouse:
   addr: ["%s"]
   database: %s
-metrics:
+%smetrics:
   listen: "127.0.0.1:0"
 log:
   level: info
   format: json
-`, baseURL, token, t.PageSize, rowsPerRequest, t.VariablesPerRequest, t.MaxInFlight, t.BatchRows, t.InsertWorkers, extra, b.ch.Addr(), db)
+`, baseURL, token, l.source, l.sections, b.ch.Addr(), db, l.clickhouse)
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("write fleetsync config: %w", err)
 	}

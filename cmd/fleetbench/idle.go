@@ -27,13 +27,11 @@ func (s idleSchedule) cyclesPerPeriod() int { return int(s.recheck / s.interval)
 // lastActivity a late point does not move; now every variable is re-read
 // within idle_recheck, spread so that each cycle reads a slice of the fleet.
 func (b *bench) idleFleet(ctx context.Context) error {
-	s := b.o.sizes
-	sim, ctl, err := b.startIncrFleet(ctx)
+	sim, ctl, nvars, err := b.startIncrFleet(ctx)
 	if err != nil {
 		return err
 	}
 	defer sim.stop()
-	nvars := s.incrDevices * s.incrVars
 	sch := idleSchedule{recheck: 30 * time.Second, interval: 2500 * time.Millisecond, periods: 3}
 	if b.o.quick {
 		sch = idleSchedule{recheck: 12 * time.Second, interval: time.Second, periods: 2}

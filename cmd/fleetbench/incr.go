@@ -90,17 +90,17 @@ func (c *simControl) reset(ctx context.Context) error {
 
 // startIncrFleet stops the 5 M fleet's fleetsim, which the incremental
 // measurements do not need, and starts one serving their 10 000-variable
-// fleet.
-func (b *bench) startIncrFleet(ctx context.Context) (*simProc, *simControl, error) {
+// fleet; nvars is how many variables it has.
+func (b *bench) startIncrFleet(ctx context.Context) (sim *simProc, ctl *simControl, nvars int, err error) {
 	s := b.o.sizes
 	b.sim.stop()
 	b.sim = nil
-	sim, err := startSim(ctx, filepath.Join(b.o.bin, "fleetsim"), simArgs(s.incrDevices, s.incrVars, s.incrPoints, "1d")...)
+	sim, err = startSim(ctx, filepath.Join(b.o.bin, "fleetsim"), simArgs(s.incrDevices, s.incrVars, s.incrPoints, "1d")...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	b.logf("fleetsim pid %d on %s: %d devices × %d variables × %d points", sim.pid(), sim.url, s.incrDevices, s.incrVars, s.incrPoints)
-	return sim, &simControl{base: sim.url, hc: &http.Client{Timeout: time.Minute}}, nil
+	return sim, &simControl{base: sim.url, hc: &http.Client{Timeout: time.Minute}}, s.incrDevices * s.incrVars, nil
 }
 
 // countedSync runs one `fleetsync sync` with fleetsim's counters reset
@@ -121,13 +121,11 @@ func (b *bench) countedSync(ctx context.Context, name, cfg string, sim *simProc,
 // where 1 % of the variables received new points and one where nothing
 // changed.
 func (b *bench) incremental(ctx context.Context) error {
-	s := b.o.sizes
-	sim, ctl, err := b.startIncrFleet(ctx)
+	sim, ctl, nvars, err := b.startIncrFleet(ctx)
 	if err != nil {
 		return err
 	}
 	defer sim.stop()
-	nvars := s.incrDevices * s.incrVars
 	var devices []struct {
 		Variables []struct {
 			ID string `json:"id"`
@@ -146,6 +144,7 @@ func (b *bench) incremental(ctx context.Context) error {
 		return fmt.Errorf("fleetsim lists %d variables, want %d", len(ids), nvars)
 	}
 
+	s := b.o.sizes
 	sec := b.section(fmt.Sprintf("5. Incremental cycle cost: %d devices × %d variables (%d variables, %d points each over 1 d)", s.incrDevices, s.incrVars, nvars, s.incrPoints))
 	const db = "bench_incr"
 	cfg := filepath.Join(b.dir, db+".yaml")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 )
@@ -49,27 +48,6 @@ func (c *simControl) limitStats(ctx context.Context) (answered, throttled int, s
 	return answered, throttled, span, nil
 }
 
-// rateLimitedConfig writes a configuration with the defaults but for what
-// the benchmark must set, plus the given source lines.
-func (b *bench) rateLimitedConfig(path, baseURL, db, sourceExtra string) error {
-	cfg := fmt.Sprintf(`source:
-  base_url: %s
-  token: %s
-%sclickhouse:
-  addr: ["%s"]
-  database: %s
-metrics:
-  listen: "127.0.0.1:0"
-log:
-  level: info
-  format: json
-`, baseURL, token, sourceExtra, b.ch.Addr(), db)
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		return fmt.Errorf("write fleetsync config: %w", err)
-	}
-	return nil
-}
-
 // rateLimited measures the first sync and the 1 %-changed cycle against a
 // rate-limited fleetsim, at the defaults and with source.page_size 100 (the
 // default before issue 14: ten times the list requests per cycle).
@@ -100,7 +78,7 @@ func (b *bench) rateLimited(ctx context.Context) error {
 	} {
 		db := "bench_rl_" + v.name
 		cfg := filepath.Join(b.dir, db+".yaml")
-		if err := b.rateLimitedConfig(cfg, sim.url, db, v.source); err != nil {
+		if err := b.writeConfig(cfg, sim.url, db, configLines{source: v.source}); err != nil {
 			return err
 		}
 		firstWall := sec.fig("", v.label+": first sync, wall time", "s", 1)

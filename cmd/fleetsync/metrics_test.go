@@ -121,17 +121,25 @@ func startPushgateway(t *testing.T) (addr string, stop func()) {
 	return addr, stop
 }
 
-func TestSyncPushesMetricsToPushgateway(t *testing.T) {
-	addr, stopPushgateway := startPushgateway(t)
-
-	w := newWorld(t, worldOpts{})
+// pushTo makes the world's configuration push its metrics to the
+// Pushgateway at addr as instance e2e-test, and returns the configuration.
+func (w *world) pushTo(addr string) []byte {
+	w.t.Helper()
 	cfg, _ := os.ReadFile(w.cfgPath)
 	cfg = bytes.Replace(cfg, []byte(`  listen: "127.0.0.1:0"`), []byte(`  listen: "127.0.0.1:0"
   pushgateway_url: http://`+addr+`
   instance: e2e-test`), 1)
 	if err := os.WriteFile(w.cfgPath, cfg, 0o600); err != nil {
-		t.Fatal(err)
+		w.t.Fatal(err)
 	}
+	return cfg
+}
+
+func TestSyncPushesMetricsToPushgateway(t *testing.T) {
+	addr, stopPushgateway := startPushgateway(t)
+
+	w := newWorld(t, worldOpts{})
+	w.pushTo(addr)
 	w.sync()
 	_, body := httpGet("http://" + addr + "/metrics")
 	loaded, ok := metricValue(body, `fleetsync_points_loaded_total{instance="e2e-test",job="fleetsync"}`)

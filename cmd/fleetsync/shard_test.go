@@ -14,13 +14,7 @@ func TestShardsPushToTheirOwnPushgatewayGroups(t *testing.T) {
 	addr, _ := startPushgateway(t)
 
 	w := newWorld(t, worldOpts{extra: "shard_count: 2\nshard_index: 0"})
-	cfg, _ := os.ReadFile(w.cfgPath)
-	cfg = bytes.Replace(cfg, []byte(`  listen: "127.0.0.1:0"`), []byte(`  listen: "127.0.0.1:0"
-  pushgateway_url: http://`+addr+`
-  instance: e2e-test`), 1)
-	if err := os.WriteFile(w.cfgPath, cfg, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := w.pushTo(addr)
 	w.sync()
 	w.cfgPath = filepath.Join(w.dir, "shard-1.yaml")
 	if err := os.WriteFile(w.cfgPath, bytes.Replace(cfg, []byte("shard_index: 0"), []byte("shard_index: 1"), 1), 0o600); err != nil {

@@ -65,6 +65,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // register registers c, or returns the collector already registered under
 // the same description (a second Client on one registry shares the series).
+// load/clickhouse has its twin: the API client imports no fleetsync package
+// (cmd/fleetsync/deps_test.go), so the two cannot share one.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError

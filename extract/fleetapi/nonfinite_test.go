@@ -26,23 +26,12 @@ func sameFloat(a, b float64) bool {
 // strings with 0, so that encoding/json can check the rest of b.
 func finiteJSON(b []byte) []byte {
 	out := make([]byte, 0, len(b))
-	inStr, esc := false, false
+	var q jsonQuote
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
+		if q.step(c) {
 			out = append(out, c)
 			continue
-		}
-		if c == '"' {
-			inStr = true
 		}
 		replaced := false
 		for _, tok := range []string{tokNegInf, tokInf, tokNaN} {

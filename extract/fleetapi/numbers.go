@@ -11,10 +11,7 @@ import (
 // scanned (exactly, see parseFloat); anything else takes the general path.
 func (s *scanner) readFloat() (float64, error) {
 	b := s.buf[s.pos:s.end]
-	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		neg, i = true, 1
-	}
+	i, neg := minusSign(b)
 	var mant uint64
 	nd := 0
 	for i < len(b) && b[i]-'0' <= 9 {
@@ -38,30 +35,16 @@ func (s *scanner) readFloat() (float64, error) {
 	}
 	if i < len(b) && !numChars[b[i]] && nd > 0 && nd <= 15 {
 		s.pos += i
-		f := float64(mant)
-		if frac > 0 {
-			f /= pow10[frac]
-		}
-		if neg {
-			f = -f
-		}
-		return f, nil
+		return decimal(mant, frac, neg), nil
 	}
-	tok, err := s.number()
-	if err != nil {
-		return 0, err
-	}
-	return parseFloat(tok)
+	return readToken(s, parseFloat)
 }
 
 // readMillis reads the timestamp at the current position: integers of up to
 // 18 digits that end inside the window are parsed while scanned.
 func (s *scanner) readMillis() (int64, error) {
 	b := s.buf[s.pos:s.end]
-	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		neg, i = true, 1
-	}
+	i, neg := minusSign(b)
 	var v int64
 	start := i
 	for i < len(b) && b[i]-'0' <= 9 {
@@ -75,33 +58,38 @@ func (s *scanner) readMillis() (int64, error) {
 		}
 		return v, nil
 	}
+	return readToken(s, parseMillis)
+}
+
+// readToken is the general path of readFloat and readMillis: it takes the
+// whole number token, across window refills, and parses it.
+func readToken[T int64 | float64](s *scanner, parse func([]byte) (T, error)) (T, error) {
 	tok, err := s.number()
 	if err != nil {
 		return 0, err
 	}
-	return parseMillis(tok)
+	return parse(tok)
+}
+
+// minusSign reports whether the number in b starts with a minus sign and
+// returns the index of its first digit.
+func minusSign(b []byte) (int, bool) {
+	if len(b) > 0 && b[0] == '-' {
+		return 1, true
+	}
+	return 0, false
 }
 
 // appendCompact appends the valid JSON value v without the whitespace outside
 // its strings.
 func appendCompact(dst, v []byte) []byte {
-	inStr, esc := false, false
+	var q jsonQuote
 	start := 0
 	for i, c := range v {
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
+		if q.step(c) {
 			continue
 		}
 		switch c {
-		case '"':
-			inStr = true
 		case ' ', '\t', '\n', '\r':
 			dst = append(dst, v[start:i]...)
 			start = i + 1
@@ -119,10 +107,7 @@ var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
 // an exact power of ten is correctly rounded); everything else goes to
 // strconv.
 func parseFloat(b []byte) (float64, error) {
-	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		neg, i = true, 1
-	}
+	i, neg := minusSign(b)
 	var mant uint64
 	digits, frac, dot := 0, 0, false
 	for ; i < len(b); i++ {
@@ -144,6 +129,13 @@ func parseFloat(b []byte) (float64, error) {
 	if digits == 0 || digits > 15 || (dot && frac == 0) {
 		return parseFloatSlow(b)
 	}
+	return decimal(mant, frac, neg), nil
+}
+
+// decimal is the value of the digits mant with the last frac of them after
+// the decimal point, negated when neg: exact, and correctly rounded, for the
+// mantissas below 2^53 the fast paths let through.
+func decimal(mant uint64, frac int, neg bool) float64 {
 	f := float64(mant)
 	if frac > 0 {
 		f /= pow10[frac]
@@ -151,7 +143,7 @@ func parseFloat(b []byte) (float64, error) {
 	if neg {
 		f = -f
 	}
-	return f, nil
+	return f
 }
 
 func parseFloatSlow(b []byte) (float64, error) {
@@ -170,10 +162,7 @@ func parseFloatSlow(b []byte) (float64, error) {
 // parseMillis reads a timestamp: a JSON integer, or any number form whose
 // value is a whole number within int64.
 func parseMillis(b []byte) (int64, error) {
-	i, neg := 0, false
-	if len(b) > 0 && b[0] == '-' {
-		neg, i = true, 1
-	}
+	i, neg := minusSign(b)
 	if n := len(b) - i; n > 0 && n <= 18 {
 		var v int64
 		ok := true

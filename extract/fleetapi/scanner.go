@@ -352,29 +352,21 @@ func (s *scanner) walk(dst *[]byte, max int) error {
 	switch {
 	case c == '{' || c == '[' || c == '"':
 		depth := 0
-		inStr, esc := false, false
+		var q jsonQuote
 		for {
 			start := s.pos
 			for i := s.pos; i < s.end; i++ {
 				c := s.buf[i]
-				if inStr {
-					switch {
-					case esc:
-						esc = false
-					case c == '\\':
-						esc = true
-					case c == '"':
-						inStr = false
-						if depth == 0 {
-							s.pos = i + 1
-							return keep(s.buf[start:s.pos])
-						}
+				if q.step(c) {
+					// A string's closing quote ends the value when
+					// it is the whole value.
+					if !q.in && depth == 0 {
+						s.pos = i + 1
+						return keep(s.buf[start:s.pos])
 					}
 					continue
 				}
 				switch c {
-				case '"':
-					inStr = true
 				case '{', '[':
 					depth++
 					if depth > maxDepth {

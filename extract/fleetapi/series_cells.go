@@ -4,25 +4,56 @@ import (
 	"errors"
 )
 
-// millisCell reads a timestamp cell; ok is false for null.
-func (d *seriesDecoder) millisCell() (int64, bool, error) {
+// cellKind is what a series cell holds, seen from its first bytes.
+type cellKind uint8
+
+const (
+	cellNull      cellKind = iota // null, already consumed
+	cellNumber                    // a JSON number, unread
+	cellNonFinite                 // NaN, Infinity or -Infinity, unread
+	cellOther                     // anything else, unread
+)
+
+// cell looks at the next cell for millisCell and floatCell, which differ
+// only in how they read a number and whether a non-finite token is one.
+// Unless the cell was null, the position is left at its first byte. A
+// digit is a number at once, without looking for a token.
+func (d *seriesDecoder) cell() (cellKind, error) {
+	// The common cell, a number right at the position, costs no call to
+	// peek: every point has two or three cells.
+	if s := &d.s; s.pos < s.end && s.buf[s.pos]-'0' <= 9 {
+		return cellNumber, nil
+	}
 	c, err := d.s.peek()
 	if err != nil {
-		return 0, false, err
+		return 0, err
 	}
-	if c == 'n' {
-		return 0, false, d.s.literal("null")
-	}
-	if c >= '0' && c <= '9' {
-		v, err := d.s.readMillis()
-		return v, err == nil, err
+	switch {
+	case c == 'n':
+		return cellNull, d.s.literal("null")
+	case c >= '0' && c <= '9':
+		return cellNumber, nil
 	}
 	tok, err := d.s.nonFiniteToken()
-	if err != nil {
-		return 0, false, err
+	switch {
+	case err != nil:
+		return 0, err
+	case tok != "":
+		return cellNonFinite, nil
+	case c == '-':
+		return cellNumber, nil
 	}
-	if tok != "" || c != '-' {
-		return 0, false, d.s.notNumber("a timestamp", c)
+	return cellOther, nil
+}
+
+// millisCell reads a timestamp cell; ok is false for null.
+func (d *seriesDecoder) millisCell() (int64, bool, error) {
+	kind, err := d.cell()
+	switch {
+	case err != nil || kind == cellNull:
+		return 0, false, err
+	case kind != cellNumber:
+		return 0, false, d.s.notNumber("a timestamp", d.s.buf[d.s.pos])
 	}
 	v, err := d.s.readMillis()
 	return v, err == nil, err
@@ -31,29 +62,22 @@ func (d *seriesDecoder) millisCell() (int64, bool, error) {
 // floatCell reads a value cell; ok is false for null. NaN, Infinity and
 // -Infinity give the non-finite floats.
 func (d *seriesDecoder) floatCell() (float64, bool, error) {
-	c, err := d.s.peek()
-	if err != nil {
+	kind, err := d.cell()
+	switch {
+	case err != nil || kind == cellNull:
 		return 0, false, err
-	}
-	if c == 'n' {
-		return 0, false, d.s.literal("null")
-	}
-	if c >= '0' && c <= '9' {
-		v, err := d.s.readFloat()
-		return v, err == nil, err
-	}
-	tok, err := d.s.nonFiniteToken()
-	if err != nil {
-		return 0, false, err
-	}
-	if tok != "" {
-		if err := d.s.literal(tok); err != nil {
+	case kind == cellNonFinite:
+		// cell saw the token: asking again reads nothing more.
+		tok, err := d.s.nonFiniteToken()
+		if err == nil {
+			err = d.s.literal(tok)
+		}
+		if err != nil {
 			return 0, false, err
 		}
 		return nonFiniteValue(tok), true, nil
-	}
-	if c != '-' {
-		return 0, false, d.s.notNumber("a value", c)
+	case kind != cellNumber:
+		return 0, false, d.s.notNumber("a value", d.s.buf[d.s.pos])
 	}
 	v, err := d.s.readFloat()
 	return v, err == nil, err

@@ -191,16 +191,9 @@ func scanNumber(b []byte, i int) (int, error) {
 		return i, errShort
 	}
 	if b[i] == '.' {
-		i++
-		start := i
-		for i < n && b[i]-'0' <= 9 {
-			i++
-		}
-		if i >= n {
-			return i, errShort
-		}
-		if i == start {
-			return i, syntaxf("invalid number: no digit after the decimal point")
+		var err error
+		if i, err = someDigits(b, i+1, "after the decimal point"); err != nil {
+			return i, err
 		}
 	}
 	if b[i] == 'e' || b[i] == 'E' {
@@ -208,16 +201,24 @@ func scanNumber(b []byte, i int) (int, error) {
 		if i < n && (b[i] == '+' || b[i] == '-') {
 			i++
 		}
-		start := i
-		for i < n && b[i]-'0' <= 9 {
-			i++
-		}
-		if i >= n {
-			return i, errShort
-		}
-		if i == start {
-			return i, syntaxf("invalid number: no digit in the exponent")
-		}
+		return someDigits(b, i, "in the exponent")
+	}
+	return i, nil
+}
+
+// someDigits skips the digits from b[i], of which a fraction or an exponent
+// needs at least one (where names the place for the error), and returns the
+// index past them. Reaching the end of b is errShort, as in scanNumber.
+func someDigits(b []byte, i int, where string) (int, error) {
+	start := i
+	for i < len(b) && b[i]-'0' <= 9 {
+		i++
+	}
+	if i >= len(b) {
+		return i, errShort
+	}
+	if i == start {
+		return i, syntaxf("invalid number: no digit %s", where)
 	}
 	return i, nil
 }

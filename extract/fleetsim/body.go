@@ -87,3 +87,64 @@ func jsonTypeName(v any) string {
 	}
 	return "dict"
 }
+
+// The checks below are those of the writable fields devices and groups
+// share, in the service's words; each records a problem under the field's
+// name and returns nil (or false) when the body lacks the field or it is
+// invalid.
+
+// labelFrom checks a label: a string, a valid label, at most 100
+// characters, and not taken by another resource of the kind named by owner
+// (for the message).
+func labelFrom(obj map[string]any, problems map[string][]string, owner string, taken func(string) bool) *string {
+	v, ok := obj["label"]
+	if !ok {
+		return nil
+	}
+	str, isStr := v.(string)
+	switch {
+	case !isStr:
+		problems["label"] = []string{"Not a valid string."}
+	case str == "" || strings.Contains(str, "/") || strings.HasPrefix(str, "~"):
+		problems["label"] = []string{"Enter a valid label."}
+	case len([]rune(str)) > 100:
+		problems["label"] = []string{"Ensure this field has no more than 100 characters."}
+	case taken(str):
+		problems["label"] = []string{owner + " with this label already exists."}
+	default:
+		return &str
+	}
+	return nil
+}
+
+// nameFrom checks a name: a string of at most 200 characters.
+func nameFrom(obj map[string]any, problems map[string][]string) *string {
+	v, ok := obj["name"]
+	if !ok {
+		return nil
+	}
+	str, isStr := v.(string)
+	switch {
+	case !isStr:
+		problems["name"] = []string{"Not a valid string."}
+	case len([]rune(str)) > 200:
+		problems["name"] = []string{"Ensure this field has no more than 200 characters."}
+	default:
+		return &str
+	}
+	return nil
+}
+
+// tagsFrom checks tags: a list of strings. set says they were sent and
+// valid, since an empty list replaces the tags too.
+func tagsFrom(obj map[string]any, problems map[string][]string) (tags []string, set bool) {
+	v, ok := obj["tags"]
+	if !ok {
+		return nil, false
+	}
+	if t, isList := stringList(v); isList {
+		return t, true
+	}
+	problems["tags"] = []string{"Expected a list of strings."}
+	return nil, false
+}

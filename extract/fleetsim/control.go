@@ -145,23 +145,12 @@ func (v *pointValue) UnmarshalJSON(b []byte) error {
 // strings into JSON strings, so that encoding/json reads Python's output.
 func quoteNonFinite(b []byte) []byte {
 	out := make([]byte, 0, len(b)+16)
-	inStr, esc := false, false
+	var q jsonQuote
 	for i := 0; i < len(b); i++ {
 		c := b[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			}
+		if q.step(c) {
 			out = append(out, c)
 			continue
-		}
-		if c == '"' {
-			inStr = true
 		}
 		quoted := false
 		for _, tok := range []string{"NaN", "Infinity", "-Infinity"} {

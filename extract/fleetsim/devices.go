@@ -2,7 +2,6 @@ package fleetsim
 
 import (
 	"net/http"
-	"strings"
 )
 
 // Devices.
@@ -30,36 +29,10 @@ func (s *Sim) patchDevice(w http.ResponseWriter, r *http.Request, p []string, _ 
 	}
 	writing(s, w, func() *device { return s.lookupDevice(p[0]) }, func(d *device) {
 		problems := map[string][]string{}
-		var label, name, desc *string
+		label := labelFrom(obj, problems, "device", func(str string) bool { return s.devByLabel[str] != nil && s.devByLabel[str] != d })
+		name := nameFrom(obj, problems)
+		var desc *string
 		var props map[string]any
-		var tags []string
-		var setTags bool
-		if v, ok := obj["label"]; ok {
-			str, isStr := v.(string)
-			switch {
-			case !isStr:
-				problems["label"] = []string{"Not a valid string."}
-			case str == "" || strings.Contains(str, "/") || strings.HasPrefix(str, "~"):
-				problems["label"] = []string{"Enter a valid label."}
-			case len([]rune(str)) > 100:
-				problems["label"] = []string{"Ensure this field has no more than 100 characters."}
-			case s.devByLabel[str] != nil && s.devByLabel[str] != d:
-				problems["label"] = []string{"device with this label already exists."}
-			default:
-				label = &str
-			}
-		}
-		if v, ok := obj["name"]; ok {
-			str, isStr := v.(string)
-			switch {
-			case !isStr:
-				problems["name"] = []string{"Not a valid string."}
-			case len([]rune(str)) > 200:
-				problems["name"] = []string{"Ensure this field has no more than 200 characters."}
-			default:
-				name = &str
-			}
-		}
 		if v, ok := obj["description"]; ok {
 			if str, isStr := v.(string); isStr {
 				desc = &str
@@ -74,13 +47,7 @@ func (s *Sim) patchDevice(w http.ResponseWriter, r *http.Request, p []string, _ 
 				problems["properties"] = []string{"Expected a dictionary of items."}
 			}
 		}
-		if v, ok := obj["tags"]; ok {
-			if t, isList := stringList(v); isList {
-				tags, setTags = t, true
-			} else {
-				problems["tags"] = []string{"Expected a list of strings."}
-			}
-		}
+		tags, setTags := tagsFrom(obj, problems)
 		if len(problems) > 0 {
 			errValidation(w, problems)
 			return

@@ -24,36 +24,14 @@ func (s *Sim) getGroup(w http.ResponseWriter, r *http.Request, p []string, _ Tok
 // groupFieldsFrom validates the writable group fields of a create or patch.
 func (s *Sim) groupFieldsFrom(obj map[string]any, self *group, create bool) (label, name *string, o *org, tags []string, setTags bool, problems map[string][]string) {
 	problems = map[string][]string{}
-	if v, ok := obj["label"]; ok {
-		str, isStr := v.(string)
-		switch {
-		case !isStr:
-			problems["label"] = []string{"Not a valid string."}
-		case str == "" || strings.Contains(str, "/") || strings.HasPrefix(str, "~"):
-			problems["label"] = []string{"Enter a valid label."}
-		case len([]rune(str)) > 100:
-			problems["label"] = []string{"Ensure this field has no more than 100 characters."}
-		default:
-			if g := s.lookupGroup("~" + str); g != nil && g != self {
-				problems["label"] = []string{"device group with this label already exists."}
-			} else {
-				label = &str
-			}
-		}
-	} else if create {
+	label = labelFrom(obj, problems, "device group", func(str string) bool {
+		g := s.lookupGroup("~" + str)
+		return g != nil && g != self
+	})
+	if _, ok := obj["label"]; !ok && create {
 		problems["label"] = []string{"This field is required."}
 	}
-	if v, ok := obj["name"]; ok {
-		str, isStr := v.(string)
-		switch {
-		case !isStr:
-			problems["name"] = []string{"Not a valid string."}
-		case len([]rune(str)) > 200:
-			problems["name"] = []string{"Ensure this field has no more than 200 characters."}
-		default:
-			name = &str
-		}
-	}
+	name = nameFrom(obj, problems)
 	if create {
 		if v, ok := obj["organization"]; !ok {
 			problems["organization"] = []string{"This field is required."}
@@ -63,13 +41,7 @@ func (s *Sim) groupFieldsFrom(obj map[string]any, self *group, create bool) (lab
 			problems["organization"] = []string{fmt.Sprintf("Invalid organization %q - object does not exist.", str)}
 		}
 	}
-	if v, ok := obj["tags"]; ok {
-		if t, isList := stringList(v); isList {
-			tags, setTags = t, true
-		} else {
-			problems["tags"] = []string{"Expected a list of strings."}
-		}
-	}
+	tags, setTags = tagsFrom(obj, problems)
 	return
 }
 

@@ -21,48 +21,49 @@ type field struct {
 	maxLength int // 0 = unbounded
 }
 
-var orgFields = []field{
-	{name: "url", typ: "string", readOnly: true, label: "Url"},
-	{name: "id", typ: "string", readOnly: true, label: "Id"},
-	{name: "label", typ: "string", label: "Label", maxLength: 100},
-	{name: "name", typ: "string", label: "Name", maxLength: 200},
-	{name: "createdAt", typ: "datetime", readOnly: true, label: "Created at"},
+// named is the description of a named resource: url, id, label and name,
+// as every one but the group (whose label is required) starts, then rest.
+func named(rest ...field) []field {
+	return append([]field{
+		{name: "url", typ: "string", readOnly: true, label: "Url"},
+		{name: "id", typ: "string", readOnly: true, label: "Id"},
+		{name: "label", typ: "string", label: "Label", maxLength: 100},
+		{name: "name", typ: "string", label: "Name", maxLength: 200},
+	}, rest...)
 }
 
-var dashboardFields = []field{
-	{name: "url", typ: "string", readOnly: true, label: "Url"},
-	{name: "id", typ: "string", readOnly: true, label: "Id"},
-	{name: "label", typ: "string", label: "Label", maxLength: 100},
-	{name: "name", typ: "string", label: "Name", maxLength: 200},
-	{name: "organization", typ: "field", readOnly: true, label: "Organization"},
-	{name: "createdAt", typ: "datetime", readOnly: true, label: "Created at"},
-}
+// Fields more than one description has.
+var (
+	createdAtField    = field{name: "createdAt", typ: "datetime", readOnly: true, label: "Created at"}
+	descriptionField  = field{name: "description", typ: "string", label: "Description"}
+	propertiesField   = field{name: "properties", typ: "nested object", label: "Properties"}
+	lastActivityField = field{name: "lastActivity", typ: "integer", readOnly: true, label: "Last activity"}
+)
 
-var deviceFields = []field{
-	{name: "url", typ: "string", readOnly: true, label: "Url"},
-	{name: "id", typ: "string", readOnly: true, label: "Id"},
-	{name: "label", typ: "string", label: "Label", maxLength: 100},
-	{name: "name", typ: "string", label: "Name", maxLength: 200},
-	{name: "description", typ: "string", label: "Description"},
-	{name: "properties", typ: "nested object", label: "Properties"},
-	{name: "tags", typ: "list", label: "Tags"},
-	{name: "createdAt", typ: "datetime", readOnly: true, label: "Created at"},
-	{name: "lastActivity", typ: "integer", readOnly: true, label: "Last activity"},
-	{name: "variablesCount", typ: "integer", readOnly: true, label: "Variables count"},
-}
+var orgFields = named(createdAtField)
 
-var variableFields = []field{
-	{name: "url", typ: "string", readOnly: true, label: "Url"},
-	{name: "id", typ: "string", readOnly: true, label: "Id"},
-	{name: "label", typ: "string", label: "Label", maxLength: 100},
-	{name: "name", typ: "string", label: "Name", maxLength: 200},
-	{name: "description", typ: "string", label: "Description"},
-	{name: "properties", typ: "nested object", label: "Properties"},
-	{name: "device", typ: "nested object", readOnly: true, label: "Device"},
-	{name: "createdAt", typ: "datetime", readOnly: true, label: "Created at"},
-	{name: "lastActivity", typ: "integer", readOnly: true, label: "Last activity"},
-	{name: "lastValue", typ: "nested object", readOnly: true, label: "Last value"},
-}
+var dashboardFields = named(
+	field{name: "organization", typ: "field", readOnly: true, label: "Organization"},
+	createdAtField,
+)
+
+var deviceFields = named(
+	descriptionField,
+	propertiesField,
+	field{name: "tags", typ: "list", label: "Tags"},
+	createdAtField,
+	lastActivityField,
+	field{name: "variablesCount", typ: "integer", readOnly: true, label: "Variables count"},
+)
+
+var variableFields = named(
+	descriptionField,
+	propertiesField,
+	field{name: "device", typ: "nested object", readOnly: true, label: "Device"},
+	createdAtField,
+	lastActivityField,
+	field{name: "lastValue", typ: "nested object", readOnly: true, label: "Last value"},
+)
 
 var groupFields = []field{
 	{name: "url", typ: "string", readOnly: true, label: "Url"},
@@ -72,7 +73,7 @@ var groupFields = []field{
 	{name: "organization", typ: "field", required: true, label: "Organization"},
 	{name: "tags", typ: "list", label: "Tags"},
 	{name: "devices", typ: "list", readOnly: true, label: "Devices"},
-	{name: "createdAt", typ: "datetime", readOnly: true, label: "Created at"},
+	createdAtField,
 }
 
 var memberFields = []field{
@@ -81,7 +82,7 @@ var memberFields = []field{
 
 var eventLogFields = []field{
 	{name: "id", typ: "string", readOnly: true, label: "Id"},
-	{name: "createdAt", typ: "datetime", readOnly: true, label: "Created at"},
+	createdAtField,
 	{name: "value", typ: "float", readOnly: true, label: "Value"},
 	{name: "device", typ: "field", readOnly: true, label: "Device"},
 	{name: "variable", typ: "field", readOnly: true, label: "Variable"},
@@ -95,27 +96,28 @@ var valueFields = []field{
 	{name: "created_at", typ: "integer", readOnly: true, label: "Created at"},
 }
 
-var aggregationFields = []field{
-	{name: "variables", typ: "list", required: true, label: "Variables"},
-	{name: "aggregation", typ: "choice", required: true, label: "Aggregation"},
-	{name: "join_dataframes", typ: "boolean", label: "Join dataframes"},
-	{name: "start", typ: "integer", label: "Start"},
-	{name: "end", typ: "integer", label: "End"},
-	{name: "tz", typ: "string", label: "Time zone"},
-	{name: "precision", typ: "integer", label: "Precision"},
-	{name: "limit", typ: "integer", label: "Limit"},
+// seriesQuery is the description of a data query: the fields that say what
+// to read, then the range, time zone, precision and limit both queries take.
+func seriesQuery(what ...field) []field {
+	return append(what,
+		field{name: "join_dataframes", typ: "boolean", label: "Join dataframes"},
+		field{name: "start", typ: "integer", label: "Start"},
+		field{name: "end", typ: "integer", label: "End"},
+		field{name: "tz", typ: "string", label: "Time zone"},
+		field{name: "precision", typ: "integer", label: "Precision"},
+		field{name: "limit", typ: "integer", label: "Limit"},
+	)
 }
 
-var rawSeriesFields = []field{
-	{name: "variables", typ: "list", required: true, label: "Variables"},
-	{name: "columns", typ: "list", label: "Columns"},
-	{name: "join_dataframes", typ: "boolean", label: "Join dataframes"},
-	{name: "start", typ: "integer", label: "Start"},
-	{name: "end", typ: "integer", label: "End"},
-	{name: "tz", typ: "string", label: "Time zone"},
-	{name: "precision", typ: "integer", label: "Precision"},
-	{name: "limit", typ: "integer", label: "Limit"},
-}
+var aggregationFields = seriesQuery(
+	field{name: "variables", typ: "list", required: true, label: "Variables"},
+	field{name: "aggregation", typ: "choice", required: true, label: "Aggregation"},
+)
+
+var rawSeriesFields = seriesQuery(
+	field{name: "variables", typ: "list", required: true, label: "Variables"},
+	field{name: "columns", typ: "list", label: "Columns"},
+)
 
 // describeRoute answers OPTIONS: the route's name and, for every method it
 // serves except DELETE, the fields in declaration order.

@@ -47,10 +47,7 @@ func (s *Sim) listOrgDevices(w http.ResponseWriter, r *http.Request, p []string,
 }
 
 type dashboardJSON struct {
-	URL          string `json:"url"`
-	ID           string `json:"id"`
-	Label        string `json:"label"`
-	Name         string `json:"name"`
+	refJSON
 	Organization string `json:"organization"`
 	CreatedAt    string `json:"createdAt"`
 }
@@ -59,7 +56,7 @@ func (s *Sim) listOrgDashboards(w http.ResponseWriter, r *http.Request, p []stri
 	reading(s, w, func() *org { return s.lookupOrg(p[0]) }, func(o *org) {
 		base := s.baseURL(r)
 		writeList(w, r, base, o.dashboards, defaultPageSize, func(d *dashboard) any {
-			return dashboardJSON{URL: base + "/api/v2.0/dashboards/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, Organization: o.id, CreatedAt: isoTime(d.createdAt)}
+			return dashboardJSON{refJSON: ref(base, "dashboards", d.id, d.label, d.name), Organization: o.id, CreatedAt: isoTime(d.createdAt)}
 		})
 	})
 }

@@ -29,23 +29,34 @@ func (s *Sim) lookupEvent(key string) *event {
 
 // Representations.
 
-type orgJSON struct {
-	URL       string `json:"url"`
-	ID        string `json:"id"`
-	Label     string `json:"label"`
-	Name      string `json:"name"`
+// refJSON is how every named resource's representation starts, and all a
+// variable shows of its device. Embedded without a tag, encoding/json puts
+// its fields where it stands, so the representations keep their order.
+type refJSON struct {
+	URL   string `json:"url"`
+	ID    string `json:"id"`
+	Label string `json:"label"`
+	Name  string `json:"name"`
+}
+
+// ref is the refJSON of the resource id under /api/v2.0/collection/.
+func ref(base, collection, id, label, name string) refJSON {
+	return refJSON{URL: base + "/api/v2.0/" + collection + "/" + id + "/", ID: id, Label: label, Name: name}
+}
+
+// summaryJSON is a resource rendered in brief: an organization, or a
+// device in a group's member list.
+type summaryJSON struct {
+	refJSON
 	CreatedAt string `json:"createdAt"`
 }
 
 func renderOrg(base string, o *org) any {
-	return orgJSON{URL: base + "/api/v2.0/organizations/" + o.id + "/", ID: o.id, Label: o.label, Name: o.name, CreatedAt: isoTime(o.createdAt)}
+	return summaryJSON{ref(base, "organizations", o.id, o.label, o.name), isoTime(o.createdAt)}
 }
 
 type deviceJSON struct {
-	URL            string         `json:"url"`
-	ID             string         `json:"id"`
-	Label          string         `json:"label"`
-	Name           string         `json:"name"`
+	refJSON
 	Description    string         `json:"description"`
 	Properties     map[string]any `json:"properties"`
 	Tags           []string       `json:"tags"`
@@ -64,38 +75,20 @@ func (s *Sim) renderDevice(base string, d *device) any {
 		props = map[string]any{}
 	}
 	return deviceJSON{
-		URL: base + "/api/v2.0/devices/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, Description: d.description,
+		refJSON: ref(base, "devices", d.id, d.label, d.name), Description: d.description,
 		Properties: props, Tags: tags, CreatedAt: isoTime(d.createdAt), LastActivity: activityJSON(s.deviceActivity(d)), VariablesCount: len(d.vars),
 	}
 }
 
-type deviceSummaryJSON struct {
-	URL       string `json:"url"`
-	ID        string `json:"id"`
-	Label     string `json:"label"`
-	Name      string `json:"name"`
-	CreatedAt string `json:"createdAt"`
-}
-
 func renderDeviceSummary(base string, d *device) any {
-	return deviceSummaryJSON{URL: base + "/api/v2.0/devices/" + d.id + "/", ID: d.id, Label: d.label, Name: d.name, CreatedAt: isoTime(d.createdAt)}
-}
-
-type deviceRefJSON struct {
-	URL   string `json:"url"`
-	ID    string `json:"id"`
-	Label string `json:"label"`
-	Name  string `json:"name"`
+	return summaryJSON{ref(base, "devices", d.id, d.label, d.name), isoTime(d.createdAt)}
 }
 
 type variableJSON struct {
-	URL          string          `json:"url"`
-	ID           string          `json:"id"`
-	Label        string          `json:"label"`
-	Name         string          `json:"name"`
+	refJSON
 	Description  string          `json:"description"`
 	Properties   map[string]any  `json:"properties"`
-	Device       deviceRefJSON   `json:"device"`
+	Device       refJSON         `json:"device"`
 	CreatedAt    string          `json:"createdAt"`
 	LastActivity any             `json:"lastActivity"`
 	LastValue    json.RawMessage `json:"lastValue"`
@@ -118,18 +111,15 @@ func (s *Sim) renderVariable(base string, v *variable, floor int64) any {
 		props = map[string]any{}
 	}
 	return variableJSON{
-		URL: base + "/api/v2.0/variables/" + v.id + "/", ID: v.id, Label: v.label, Name: v.name, Description: "",
+		refJSON: ref(base, "variables", v.id, v.label, v.name), Description: "",
 		Properties: props,
-		Device:     deviceRefJSON{URL: base + "/api/v2.0/devices/" + v.dev.id + "/", ID: v.dev.id, Label: v.dev.label, Name: v.dev.name},
+		Device:     ref(base, "devices", v.dev.id, v.dev.label, v.dev.name),
 		CreatedAt:  isoTime(v.createdAt), LastActivity: activityJSON(s.varActivity(v)), LastValue: lv,
 	}
 }
 
 type groupJSON struct {
-	URL          string   `json:"url"`
-	ID           string   `json:"id"`
-	Label        string   `json:"label"`
-	Name         string   `json:"name"`
+	refJSON
 	Organization string   `json:"organization"`
 	Tags         []string `json:"tags"`
 	Devices      []string `json:"devices"`
@@ -145,5 +135,5 @@ func renderGroup(base string, g *group) any {
 	if tags == nil {
 		tags = []string{}
 	}
-	return groupJSON{URL: base + "/api/v2.0/device_groups/" + g.id + "/", ID: g.id, Label: g.label, Name: g.name, Organization: g.org.id, Tags: tags, Devices: ids, CreatedAt: isoTime(g.createdAt)}
+	return groupJSON{refJSON: ref(base, "device_groups", g.id, g.label, g.name), Organization: g.org.id, Tags: tags, Devices: ids, CreatedAt: isoTime(g.createdAt)}
 }

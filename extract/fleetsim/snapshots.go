@@ -102,11 +102,17 @@ type EventLog struct {
 
 // Devices returns a snapshot of every device with its variables, in list order.
 func (s *Sim) Devices() []Device {
+	return snapshots(s, &s.devices, s.deviceSnapshot)
+}
+
+// snapshots copies every item of *list, in list order, with snap under the
+// read lock: the list is read under it too, since writes replace it.
+func snapshots[T, S any](s *Sim, list *[]T, snap func(T) S) []S {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := make([]Device, 0, len(s.devices))
-	for _, d := range s.devices {
-		out = append(out, s.deviceSnapshot(d))
+	out := make([]S, 0, len(*list))
+	for _, x := range *list {
+		out = append(out, snap(x))
 	}
 	return out
 }
@@ -166,14 +172,7 @@ func (s *Sim) Points(variableID string) []SimPoint {
 // PointCount is the number of points the variable holds, including those
 // outside the retention window; -1 when the variable is unknown.
 func (s *Sim) PointCount(variableID string) int {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	v, ok := s.vars[variableID]
-	if !ok {
-		return -1
-	}
-	c := v.ser.cursor(minTs, maxTs)
-	return c.remaining()
+	return s.PointCountBetween(variableID, minTs, maxTs)
 }
 
 // PointCountBetween is the number of points of the variable with
@@ -192,13 +191,7 @@ func (s *Sim) PointCountBetween(variableID string, fromMs, toMs int64) int {
 
 // Groups returns a snapshot of every device group.
 func (s *Sim) Groups() []Group {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]Group, 0, len(s.groups))
-	for _, g := range s.groups {
-		out = append(out, g.snapshot())
-	}
-	return out
+	return snapshots(s, &s.groups, (*group).snapshot)
 }
 
 func (g *group) snapshot() Group {
@@ -211,33 +204,29 @@ func (g *group) snapshot() Group {
 
 // Organizations returns a snapshot of every organization.
 func (s *Sim) Organizations() []Organization {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]Organization, 0, len(s.orgs))
-	for _, o := range s.orgs {
-		so := Organization{ID: o.id, Label: o.label, Name: o.name, CreatedAt: o.createdAt}
-		for _, d := range o.dashboards {
-			so.Dashboards = append(so.Dashboards, Dashboard{ID: d.id, Label: d.label, Name: d.name, CreatedAt: d.createdAt})
-		}
-		out = append(out, so)
+	return snapshots(s, &s.orgs, (*org).snapshot)
+}
+
+func (o *org) snapshot() Organization {
+	out := Organization{ID: o.id, Label: o.label, Name: o.name, CreatedAt: o.createdAt}
+	for _, d := range o.dashboards {
+		out.Dashboards = append(out.Dashboards, Dashboard{ID: d.id, Label: d.label, Name: d.name, CreatedAt: d.createdAt})
 	}
 	return out
 }
 
 // Events returns a snapshot of every event with its logs (newest first).
 func (s *Sim) Events() []Event {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	out := make([]Event, 0, len(s.events))
-	for _, e := range s.events {
-		se := Event{ID: e.id, Label: e.label, Name: e.name, CreatedAt: e.createdAt, LastTriggeredMs: e.lastTriggered, VariableLabel: e.varLabel, Logs: append([]EventLog(nil), e.logs...)}
-		if e.device != nil {
-			se.DeviceID = e.device.id
-		}
-		if e.group != nil {
-			se.GroupID = e.group.id
-		}
-		out = append(out, se)
+	return snapshots(s, &s.events, (*event).snapshot)
+}
+
+func (e *event) snapshot() Event {
+	out := Event{ID: e.id, Label: e.label, Name: e.name, CreatedAt: e.createdAt, LastTriggeredMs: e.lastTriggered, VariableLabel: e.varLabel, Logs: append([]EventLog(nil), e.logs...)}
+	if e.device != nil {
+		out.DeviceID = e.device.id
+	}
+	if e.group != nil {
+		out.GroupID = e.group.id
 	}
 	return out
 }

@@ -196,35 +196,22 @@ func appendCSVField(b, f []byte) []byte {
 // ", " and ": " separators and non-ASCII escaped as \uXXXX.
 func pythonJSON(compact []byte) []byte {
 	out := make([]byte, 0, len(compact)+16)
-	inStr, esc := false, false
+	var q jsonQuote
 	for i := 0; i < len(compact); {
 		c := compact[i]
-		if inStr {
-			switch {
-			case esc:
-				esc = false
-			case c == '\\':
-				esc = true
-			case c == '"':
-				inStr = false
-			case c >= utf8.RuneSelf:
-				r, size := utf8.DecodeRune(compact[i:])
-				for _, u := range utf16Units(r) {
-					out = append(out, `\u`...)
-					out = append(out, hexDigits[u>>12&0xf], hexDigits[u>>8&0xf], hexDigits[u>>4&0xf], hexDigits[u&0xf])
-				}
-				i += size
-				continue
+		if q.in && !q.esc && c >= utf8.RuneSelf {
+			// Inside a string, a multi-byte character becomes its
+			// UTF-16 escapes (no byte of one is a quote or backslash).
+			r, size := utf8.DecodeRune(compact[i:])
+			for _, u := range utf16Units(r) {
+				out = append(out, `\u`...)
+				out = append(out, hexDigits[u>>12&0xf], hexDigits[u>>8&0xf], hexDigits[u>>4&0xf], hexDigits[u&0xf])
 			}
-			out = append(out, c)
-			i++
+			i += size
 			continue
 		}
 		out = append(out, c)
-		switch c {
-		case '"':
-			inStr = true
-		case ',', ':':
+		if !q.step(c) && (c == ',' || c == ':') {
 			out = append(out, ' ')
 		}
 		i++

@@ -52,7 +52,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // register adds c to reg, or returns the collector already registered under
 // the same name, so several clients (the sync and the state store, say) can
-// share one registry.
+// share one registry. extract/fleetapi has its twin, which it cannot
+// import: the API client imports no fleetsync package.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
 	if err := reg.Register(c); err != nil {
 		var are prometheus.AlreadyRegisteredError

@@ -8,30 +8,14 @@ import (
 	"time"
 
 	"github.com/fleetsync/fleetsync/load/clickhouse"
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
 	"github.com/fleetsync/fleetsync/pipeline"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // base is the start of an hour, in ms.
 const base = int64(1699999200000)
 
 const hour = int64(3600 * 1000)
-
-func openRollupClient(t *testing.T) *clickhouse.Client {
-	t.Helper()
-	srv := chtest.Shared(t)
-	c, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: []string{srv.Addr()}, Database: chtest.NewDatabase(t, srv), MaxElapsed: 20 * time.Second}, nil, prometheus.NewRegistry())
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	if err := c.Migrate(context.Background()); err != nil {
-		t.Fatalf("Migrate: %v", err)
-	}
-	return c
-}
 
 // write loads rows and returns, per variable, the range they cover, as the
 // engine hands it to Recompute.
@@ -71,7 +55,7 @@ func recompute(t *testing.T, c *clickhouse.Client, touched []pipeline.Touched) {
 }
 
 func TestRecomputeKeepsRollupsExactThroughRereadsAndLatePoints(t *testing.T) {
-	c := openRollupClient(t)
+	c := clickhouse.OpenTestClient(t)
 	var rows []pipeline.Row
 	for i := int64(0); i < 300; i++ {
 		ts := base + i*37*1000 // about three hours
@@ -115,7 +99,7 @@ func TestRecomputeKeepsRollupsExactThroughRereadsAndLatePoints(t *testing.T) {
 // (so its snapshot may not include it) loses to the one after the load,
 // even when its row lands last.
 func TestRecomputeThatSawTheChangeWinsWhateverOrderTheyLand(t *testing.T) {
-	c := openRollupClient(t)
+	c := clickhouse.OpenTestClient(t)
 	ctx := context.Background()
 	recompute(t, c, write(t, c, pipeline.Row{VariableID: "v", DeviceID: "d", TsMs: base + 10, Value: 1}))
 	stale := c.NextVersion() // a recompute starting now sees one point
@@ -147,7 +131,7 @@ func TestRecomputeThatSawTheChangeWinsWhateverOrderTheyLand(t *testing.T) {
 // Racing recomputes of the same hours (two overlapping cycles) leave the
 // exact rows.
 func TestConcurrentRecomputesLeaveExactRows(t *testing.T) {
-	c := openRollupClient(t)
+	c := clickhouse.OpenTestClient(t)
 	var rows []pipeline.Row
 	for i := int64(0); i < 2000; i++ {
 		rows = append(rows, pipeline.Row{VariableID: "v" + string(rune('a'+i%7)), DeviceID: "d", TsMs: base + i*7919, Value: float64(i)})
@@ -170,7 +154,7 @@ func TestConcurrentRecomputesLeaveExactRows(t *testing.T) {
 }
 
 func TestRollupVariablesListsTheVariablesWithPointsInTheRange(t *testing.T) {
-	c := openRollupClient(t)
+	c := clickhouse.OpenTestClient(t)
 	write(t, c,
 		pipeline.Row{VariableID: "early", DeviceID: "d", TsMs: base - 2*hour, Value: 1},
 		pipeline.Row{VariableID: "inside", DeviceID: "d", TsMs: base + 5, Value: 1},
@@ -189,7 +173,7 @@ func TestRollupVariablesListsTheVariablesWithPointsInTheRange(t *testing.T) {
 // the one FINAL keeps (the greatest version), whatever order the parts are
 // read in.
 func TestLatestIsTheNewestVersionOfAReReadNewestPoint(t *testing.T) {
-	c := openRollupClient(t)
+	c := clickhouse.OpenTestClient(t)
 	newest := base + 2*hour
 	point := func(v float64, ctx string) pipeline.Row {
 		return pipeline.Row{VariableID: "v1", DeviceID: "d1", DeviceLabel: "truck", VariableLabel: "speed", TsMs: newest, Value: v, Context: ctx}

@@ -56,28 +56,36 @@ type tableDef struct {
 	everywhere bool
 }
 
+// pointColumns are the columns a table of points has, datapoints and the
+// latest point of each variable alike, then more: the rollup fills the
+// latest from datapoints column for column, so both must say the same.
+func pointColumns(more ...column) []column {
+	return append([]column{
+		{name: "variable_id", typ: "String"},
+		{name: "device_id", typ: "String"},
+		{name: "device_label", typ: "String"},
+		{name: "variable_label", typ: "String"},
+		{name: "ts_ms", typ: "Int64"},
+		{name: "ts", typ: "DateTime('UTC')"},
+		{name: "value", typ: "Float64"},
+		{name: "context", typ: "String"},
+		{name: "lat", typ: "Nullable(Float64)"},
+		{name: "lng", typ: "Nullable(Float64)"},
+	}, more...)
+}
+
 // schema is every table fleetsync owns. ClickHouse 18.16 knows neither
 // `ADD COLUMN IF NOT EXISTS` nor DateTime64, so upgrades compare against
 // system.columns and timestamps are Int64 milliseconds beside a DateTime.
 var schema = []tableDef{
 	{
 		name: TableDatapoints,
-		columns: []column{
-			{name: "variable_id", typ: "String"},
-			{name: "device_id", typ: "String"},
-			{name: "device_label", typ: "String"},
-			{name: "variable_label", typ: "String"},
-			{name: "ts_ms", typ: "Int64"},
-			{name: "ts", typ: "DateTime('UTC')"},
-			{name: "value", typ: "Float64"},
-			{name: "context", typ: "String"},
-			{name: "lat", typ: "Nullable(Float64)"},
-			{name: "lng", typ: "Nullable(Float64)"},
+		columns: pointColumns(
 			// Filled by the server: it is the load time and costs the
 			// client nothing per row.
-			{name: "loaded_at", typ: "DateTime('UTC')", dflt: "now()"},
-			{name: "version", typ: "UInt64"},
-		},
+			column{name: "loaded_at", typ: "DateTime('UTC')", dflt: "now()"},
+			column{name: "version", typ: "UInt64"},
+		),
 		// version is the load time in ns: a re-read of the same
 		// (variable_id, ts_ms) replaces the earlier row.
 		engine: "ReplacingMergeTree(version) PARTITION BY toYYYYMM(ts) ORDER BY (variable_id, ts_ms)",
@@ -250,20 +258,8 @@ var schema = []tableDef{
 	{
 		// The newest point of each variable, recomputed after every load
 		// that touched the variable (rollup.go).
-		name: TableLatest,
-		columns: []column{
-			{name: "variable_id", typ: "String"},
-			{name: "device_id", typ: "String"},
-			{name: "device_label", typ: "String"},
-			{name: "variable_label", typ: "String"},
-			{name: "ts_ms", typ: "Int64"},
-			{name: "ts", typ: "DateTime('UTC')"},
-			{name: "value", typ: "Float64"},
-			{name: "context", typ: "String"},
-			{name: "lat", typ: "Nullable(Float64)"},
-			{name: "lng", typ: "Nullable(Float64)"},
-			{name: "version", typ: "UInt64"},
-		},
+		name:    TableLatest,
+		columns: pointColumns(column{name: "version", typ: "UInt64"}),
 		// version is the time the recompute was started, after the points
 		// it covers were acknowledged: the latest recompute wins.
 		engine: "ReplacingMergeTree(version) ORDER BY variable_id",
