@@ -35,6 +35,9 @@ type Span struct {
 	// MinTsMs and MaxTsMs bound the span's timestamps: the rollups
 	// recompute the hours between them (rollup.go).
 	MinTsMs, MaxTsMs int64
+	// agg is the span's rows aggregated by the loader (aggregate.go), nil
+	// until then.
+	agg *spanAgg
 }
 
 // Len is the number of rows in the batch.

@@ -17,8 +17,15 @@ func (p *pass) releaseLocked(t *targetState) {
 	// What landed is rolled up even when the target failed: the rows are
 	// in the table whether or not its mark moves.
 	if t.points > 0 {
-		p.touched = append(p.touched, t.loaded)
+		touched := t.loaded
+		if t.err == nil {
+			if touched.Agg = aggregatesOf(t.aggs, t.points); touched.Agg != nil {
+				p.heldHours += len(touched.Agg.Hours)
+			}
+		}
+		p.touched = append(p.touched, touched)
 	}
+	t.aggs = nil
 	if t.err != nil {
 		p.failed = append(p.failed, &TargetError{Variable: t.Variable, Start: t.start, End: t.end, Err: t.err})
 		return
@@ -45,6 +52,7 @@ func (p *pass) ackSpans(spans []Span, err error) {
 			}
 		} else {
 			t.maxTs = max(t.maxTs, s.MaxTsMs)
+			t.aggs = append(t.aggs, s.agg)
 			t.loaded.widen(t.Variable.ID, t.points == 0, s)
 			t.points += int64(s.Rows)
 			n += int64(s.Rows)
@@ -73,6 +81,11 @@ const rollupPace = 9
 // maxCommitGap is the longest the pacing holds marks back.
 const maxCommitGap = time.Minute
 
+// maxHeldHours bounds the loaded aggregates waiting for a commit (about
+// 70 bytes an hour): past it the committer commits without waiting for
+// its pace, so that a backfill's memory does not grow with its size.
+const maxHeldHours = 64 << 10
+
 // committer writes ready marks every second, paced by rollupPace, and
 // once more at the end.
 func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
@@ -82,7 +95,10 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 	for {
 		select {
 		case <-tick.C:
-			if time.Now().Before(next) {
+			p.mu.Lock()
+			held := p.heldHours
+			p.mu.Unlock()
+			if time.Now().Before(next) && held < maxHeldHours {
 				continue
 			}
 			start := time.Now()
@@ -104,7 +120,7 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 func (p *pass) commit(ctx context.Context) time.Duration {
 	p.mu.Lock()
 	marks, touched := p.ready, p.touched
-	p.ready, p.touched = nil, nil
+	p.ready, p.touched, p.heldHours = nil, nil, 0
 	p.mu.Unlock()
 	rolled, err := p.rollUp(ctx, touched)
 	if err != nil {

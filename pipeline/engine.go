@@ -112,6 +112,9 @@ type pass struct {
 	commitErr error
 	ready     []Mark
 	touched   []Touched
+	// heldHours counts the hours of the aggregates in touched: the
+	// committer does not let them pile up past maxHeldHours.
+	heldHours int
 	rolledFor time.Duration
 	failed    []*TargetError
 	complete  int

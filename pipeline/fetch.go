@@ -26,7 +26,9 @@ type targetState struct {
 	// reloaded is the rows loaded from cut frames whose windows are read
 	// again: points counts them twice.
 	reloaded int64
-	err      error
+	// aggs are the aggregates of the spans acknowledged so far.
+	aggs []*spanAgg
+	err  error
 }
 
 // request is one raw-series request over [start, end]. An open request

@@ -19,6 +19,10 @@ const StageRollup = "rollup"
 type Touched struct {
 	VariableID   string
 	FromMs, ToMs int64
+	// Agg, when not nil, is what the pass loaded for the variable,
+	// aggregated: a Rollup may write it instead of recomputing, where the
+	// table proves it whole (see Aggregates).
+	Agg *Aggregates
 }
 
 // widen extends t to cover the span s; first says t holds nothing yet.

@@ -13,6 +13,9 @@ type metrics struct {
 	rows     *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
+	// rollupVariables counts the variables whose rollups were written,
+	// by how: from the points a pass loaded, or recomputed from the table.
+	rollupVariables *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -30,6 +33,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fleetsync_clickhouse_retries_total",
 			Help: "Write attempts that failed with a retryable error and were retried, by table.",
 		}, []string{"table"}),
+		rollupVariables: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fleetsync_rollup_variables_total",
+			Help: "Variables whose analyst-table rows were written, by path: loaded (aggregated from the points the pass loaded, proven whole by a count) or recomputed (read back from datapoints FINAL).",
+		}, []string{"path"}),
 	}
 	if reg == nil {
 		return m, nil
@@ -44,6 +51,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	m.retries, err = register(reg, m.retries)
+	if err != nil {
+		return nil, err
+	}
+	m.rollupVariables, err = register(reg, m.rollupVariables)
 	if err != nil {
 		return nil, err
 	}

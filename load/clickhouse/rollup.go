@@ -56,7 +56,8 @@ func hourStart(ms int64) int64 {
 
 // Recompute implements pipeline.Rollup: the hourly rows of every hour the
 // ranges cover, and the latest row of each variable, replaced by aggregates
-// over the deduplicated points.
+// over the deduplicated points. Variables whose loaded aggregates the table
+// proves whole are written from them instead (rollup_loaded.go).
 //
 // The latest row is read from the points at or after the range's end
 // alone: that end is a loaded point, so the newest point of the variable is
@@ -67,6 +68,25 @@ func hourStart(ms int64) int64 {
 // statements (see batches): a cycle reads every variable from its mark
 // minus the lookback to now, a backfill every variable over its range.
 func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
+	var loaded, rest []pipeline.Touched
+	for _, t := range touched {
+		if t.Agg != nil && len(t.Agg.Hours) > 0 {
+			loaded = append(loaded, t)
+		} else {
+			rest = append(rest, t)
+		}
+	}
+	if len(loaded) > 0 {
+		unproven, err := c.fromLoaded(ctx, loaded)
+		if err != nil {
+			return err
+		}
+		touched = append(rest, unproven...)
+	}
+	if len(touched) == 0 {
+		return nil
+	}
+	c.metrics.rollupVariables.WithLabelValues("recomputed").Add(float64(len(touched)))
 	// The two tables are independent: their statements run side by side,
 	// on two of the pool's connections, since each is one thread's work
 	// on the server.

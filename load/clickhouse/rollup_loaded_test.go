@@ -1,0 +1,105 @@
+package clickhouse_test
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/fleetsync/fleetsync/load/clickhouse"
+	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// aggregated is tr with the aggregates of rows (one variable's, each
+// timestamp once), computed here the plain way: what the engine hands
+// Recompute for rows it loaded once each.
+func aggregated(tr pipeline.Touched, rows []pipeline.Row) pipeline.Touched {
+	byHour := map[int64][]pipeline.Row{}
+	for _, r := range rows {
+		byHour[r.TsMs/hour*hour] = append(byHour[r.TsMs/hour*hour], r)
+	}
+	a := &pipeline.Aggregates{Rows: int64(len(rows))}
+	for h, rs := range byHour {
+		slices.SortFunc(rs, func(x, y pipeline.Row) int { return int(x.TsMs - y.TsMs) })
+		ha := pipeline.HourAgg{HourMs: h, Count: uint64(len(rs)), Min: math.Inf(1), Max: math.Inf(-1),
+			FirstValue: rs[0].Value, LastValue: rs[len(rs)-1].Value, FirstTsMs: rs[0].TsMs, LastTsMs: rs[len(rs)-1].TsMs}
+		for _, r := range rs {
+			ha.Sum += r.Value
+			ha.Min, ha.Max = math.Min(ha.Min, r.Value), math.Max(ha.Max, r.Value)
+		}
+		a.Hours = append(a.Hours, ha)
+		if last := rs[len(rs)-1]; last.TsMs > a.Latest.TsMs {
+			a.Latest = last
+			if a.Latest.Context == "" {
+				a.Latest.Context = "{}"
+			}
+		}
+	}
+	slices.SortFunc(a.Hours, func(x, y pipeline.HourAgg) int { return int(x.HourMs - y.HourMs) })
+	tr.Agg = a
+	return tr
+}
+
+// Aggregates handed by the engine are written as they are only where the
+// table holds exactly their rows; every other variable is recomputed, and
+// both tables stay exact either way.
+func TestRollupsFromLoadedAggregatesAreWrittenOnlyWhereTheTableProvesThem(t *testing.T) {
+	c := clickhouse.OpenTestClient(t)
+	series := func(id, dev string, from int64, n int, step int64, withPos bool) []pipeline.Row {
+		var out []pipeline.Row
+		for i := range n {
+			r := pipeline.Row{VariableID: id, DeviceID: dev, DeviceLabel: "dev-" + dev, VariableLabel: "label-" + id,
+				TsMs: from + int64(i)*step, Value: float64((i*7)%13) - 2.25, Context: "{}"}
+			if withPos {
+				r.Context, r.Lat, r.Lng, r.HasLat, r.HasLng = `{"lat":1.5,"lng":-2.5}`, 1.5, -2.5, true, true
+			}
+			out = append(out, r)
+		}
+		return out
+	}
+	// Already in the table before the pass: an older point in the first
+	// hour "older" will load into, a newer point than "newer" will load,
+	// and every point "reread" will load again.
+	reread := series("reread", "d3", base, 120, 61_000, false)
+	prior := []pipeline.Row{
+		{VariableID: "older", DeviceID: "d2", DeviceLabel: "dev-d2", VariableLabel: "label-older", TsMs: base + 10, Value: 99, Context: "{}"},
+		{VariableID: "newer", DeviceID: "d4", DeviceLabel: "dev-d4", VariableLabel: "label-newer", TsMs: base + 9*hour, Value: -7, Context: "{}"},
+	}
+	recompute(t, c, write(t, c, append(prior, reread...)...))
+
+	fresh := series("fresh", "d1", base+5, 200, 59_000, true)
+	older := series("older", "d2", base+20, 150, 60_000, false)
+	newer := series("newer", "d4", base, 100, 60_000, false)
+	var all []pipeline.Row
+	for _, s := range [][]pipeline.Row{fresh, older, newer, reread} {
+		all = append(all, s...)
+	}
+	touched := write(t, c, all...)
+	byID := map[string][]pipeline.Row{"fresh": fresh, "older": older, "newer": newer, "reread": reread}
+	for i, tr := range touched {
+		touched[i] = aggregated(tr, byID[tr.VariableID])
+	}
+	loaded0, recomputed0 := clickhouse.RollupPaths(t, c)
+	recompute(t, c, touched)
+	loaded, recomputed := clickhouse.RollupPaths(t, c)
+	if loaded-loaded0 != 1 || recomputed-recomputed0 != 3 {
+		t.Errorf("written from the loaded aggregates %v, recomputed %v; want 1 (fresh) and 3 (older, newer, reread)", loaded-loaded0, recomputed-recomputed0)
+	}
+	if h, l := rolluptest.Check(t, c); h < 10 || l != 4 {
+		t.Errorf("compared %d hourly and %d latest rows, want at least 10 and 4", h, l)
+	}
+
+	// The check is what keeps them exact: aggregates that disagree with the
+	// table (here, a point the pass did not load) are never written.
+	late := pipeline.Row{VariableID: "fresh", DeviceID: "d1", DeviceLabel: "dev-d1", VariableLabel: "label-fresh", TsMs: base + 7, Value: 1e6, Context: "{}"}
+	write(t, c, late)
+	stale := aggregated(touched[0], fresh) // says nothing of the late point
+	if stale.VariableID != "fresh" {
+		t.Fatalf("touched[0] is %s, want fresh", stale.VariableID)
+	}
+	recompute(t, c, []pipeline.Touched{stale})
+	if l2, _ := clickhouse.RollupPaths(t, c); l2 != loaded {
+		t.Errorf("aggregates that miss a point of the table were written")
+	}
+	rolluptest.Check(t, c)
+}

@@ -1,0 +1,217 @@
+package pipeline
+
+import (
+	"cmp"
+	"math"
+	"slices"
+)
+
+// The loaders aggregate the rows they load, per variable and hour, so that
+// the rollups of a pass can often be written from what the pass itself
+// loaded instead of being read back from the warehouse: a backfill's
+// recompute otherwise reads every point it loaded again under FINAL, which
+// costs ClickHouse about as much as inserting them did. The aggregates are
+// only a candidate answer: the Rollup writes them only where the warehouse
+// holds exactly the rows aggregated in those hours (see Aggregates), and
+// recomputes everything else from the table as before.
+
+// HourAgg is one hour of one variable's rows: the columns of a
+// datapoints_hourly row.
+type HourAgg struct {
+	// HourMs is the start of the hour, in POSIX ms (UTC).
+	HourMs                int64
+	Count                 uint64
+	Sum, Min, Max         float64
+	FirstValue, LastValue float64
+	FirstTsMs, LastTsMs   int64
+}
+
+// add folds one point into h.
+func (h *HourAgg) add(ts int64, v float64) {
+	if h.Count == 0 {
+		*h = HourAgg{HourMs: h.HourMs, Count: 1, Sum: v, Min: v, Max: v, FirstValue: v, LastValue: v, FirstTsMs: ts, LastTsMs: ts}
+		return
+	}
+	h.Count++
+	h.Sum += v
+	h.Min, h.Max = min(h.Min, v), max(h.Max, v)
+	if ts < h.FirstTsMs {
+		h.FirstTsMs, h.FirstValue = ts, v
+	}
+	if ts > h.LastTsMs {
+		h.LastTsMs, h.LastValue = ts, v
+	}
+}
+
+// merge folds o, an aggregate of other points of the same hour, into h.
+func (h *HourAgg) merge(o HourAgg) {
+	h.Count += o.Count
+	h.Sum += o.Sum
+	h.Min, h.Max = min(h.Min, o.Min), max(h.Max, o.Max)
+	if o.FirstTsMs < h.FirstTsMs {
+		h.FirstTsMs, h.FirstValue = o.FirstTsMs, o.FirstValue
+	}
+	if o.LastTsMs > h.LastTsMs {
+		h.LastTsMs, h.LastValue = o.LastTsMs, o.LastValue
+	}
+}
+
+// Aggregates are what a pass loaded for one variable, aggregated: the rows
+// of its hourly rollup and its newest row. They equal the rollups over
+// `datapoints FINAL` exactly when the table holds no other row in those
+// hours and none newer than Latest: the rows aggregated are then all the
+// table has there, and they hold each timestamp once (the loaders prove
+// that, or give no Aggregates). A Rollup checks this before it uses them,
+// by counting the table's rows in the hours (Rows) and reading its newest
+// timestamp (Latest.TsMs).
+type Aggregates struct {
+	// Hours is in ascending order of HourMs.
+	Hours  []HourAgg
+	Latest Row
+	// Rows is the number of rows aggregated, the sum of the hours' counts.
+	Rows int64
+}
+
+// spanAgg is the aggregate of one Span's rows, computed by the loader from
+// the chunk before the chunk is recycled.
+type spanAgg struct {
+	minTs, maxTs int64
+	// hours in the span's row order (which is monotonic when ok).
+	hours  []HourAgg
+	latest Row
+	rows   int
+	// ok says the rows' timestamps are strictly monotonic (so distinct)
+	// and their values finite: anything else is left to the recompute,
+	// which then keeps exactly the SQL's semantics.
+	ok bool
+}
+
+// maxDateTimeMs is the end of ClickHouse's DateTime (UInt32 seconds): the
+// ts column of a point outside [0, maxDateTimeMs) is not its ts_ms's
+// second, so its hour is left to the recompute.
+const maxDateTimeMs = (1 << 32) * 1000
+
+// hourOf is the start of ms's hour in ms, rounding down as ClickHouse's
+// toStartOfHour does for the ts column (the floor of ts_ms in seconds).
+func hourOf(ms int64) int64 {
+	const hour = 3600 * 1000
+	h := ms - ms%hour
+	if ms%hour < 0 {
+		h -= hour
+	}
+	return h
+}
+
+// aggregateSpans computes the spanAgg of every span of c. Spans tile the
+// chunk's rows in order; a chunk where they do not gets no aggregates.
+func aggregateSpans(c *Batch) {
+	total := 0
+	for _, s := range c.Spans {
+		total += s.Rows
+	}
+	if total != c.Len() {
+		return
+	}
+	at := 0
+	for i := range c.Spans {
+		s := &c.Spans[i]
+		s.agg = aggregateRows(c, at, at+s.Rows)
+		at += s.Rows
+	}
+}
+
+// aggregateRows aggregates the rows [from, to) of c, one variable's.
+func aggregateRows(c *Batch, from, to int) *spanAgg {
+	a := &spanAgg{rows: to - from, ok: to > from}
+	if !a.ok {
+		return a
+	}
+	ts, vals := c.TsMs[from:to], c.Value[from:to]
+	a.minTs, a.maxTs = ts[0], ts[0]
+	newest := 0
+	desc := len(ts) > 1 && ts[1] < ts[0]
+	// The hours are counted first so that they are allocated once, at
+	// their size: they live until the commit, and a backfill holds many.
+	n, last := 0, int64(math.MinInt64)
+	for _, t := range ts {
+		if h := hourOf(t); h != last {
+			n, last = n+1, h
+		}
+	}
+	a.hours = make([]HourAgg, 0, n)
+	cur := -1
+	for i, t := range ts {
+		v := vals[i]
+		if math.IsNaN(v) || math.IsInf(v, 0) || t < 0 || t >= maxDateTimeMs {
+			a.ok = false
+			return a
+		}
+		if i > 0 && (desc && t >= ts[i-1] || !desc && t <= ts[i-1]) {
+			a.ok = false
+			return a
+		}
+		if h := hourOf(t); cur < 0 || a.hours[cur].HourMs != h {
+			a.hours = append(a.hours, HourAgg{HourMs: h})
+			cur++
+		}
+		a.hours[cur].add(t, v)
+		if t > a.maxTs {
+			a.maxTs, newest = t, i
+		}
+		a.minTs = min(a.minTs, t)
+	}
+	r := from + newest
+	a.latest = Row{VariableID: c.VariableID[r], DeviceID: c.DeviceID[r], DeviceLabel: c.DeviceLabel[r], VariableLabel: c.VariableLabel[r],
+		TsMs: c.TsMs[r], Value: c.Value[r], Context: c.Context[r], Lat: c.Lat[r], Lng: c.Lng[r], HasLat: c.HasLat[r], HasLng: c.HasLng[r]}
+	return a
+}
+
+// aggregatesOf joins the aggregates of a variable's spans. It returns nil
+// when a span has none or is not ok, when two spans' ranges of timestamps
+// overlap (the same point may have been loaded twice: a cut frame read
+// again, a request retried mid-stream), or when the spans do not account
+// for every row loaded.
+func aggregatesOf(spans []*spanAgg, points int64) *Aggregates {
+	if len(spans) == 0 {
+		return nil
+	}
+	var rows int64
+	for _, s := range spans {
+		if s == nil || !s.ok {
+			return nil
+		}
+		rows += int64(s.rows)
+	}
+	if rows != points {
+		return nil
+	}
+	if len(spans) == 1 {
+		s := spans[0]
+		if len(s.hours) > 1 && s.hours[0].HourMs > s.hours[1].HourMs {
+			slices.Reverse(s.hours)
+		}
+		return &Aggregates{Hours: s.hours, Latest: s.latest, Rows: rows}
+	}
+	slices.SortFunc(spans, func(a, b *spanAgg) int { return cmp.Compare(a.minTs, b.minTs) })
+	n := 0
+	for i, s := range spans {
+		if i > 0 && s.minTs <= spans[i-1].maxTs {
+			return nil
+		}
+		n += len(s.hours)
+	}
+	hours := make([]HourAgg, 0, n)
+	for _, s := range spans {
+		hours = append(hours, s.hours...)
+	}
+	slices.SortStableFunc(hours, func(a, b HourAgg) int { return cmp.Compare(a.HourMs, b.HourMs) })
+	out := hours[:0]
+	for _, h := range hours {
+		if k := len(out) - 1; k >= 0 && out[k].HourMs == h.HourMs {
+			out[k].merge(h)
+			continue
+		}
+		out = append(out, h)
+	}
+	return &Aggregates{Hours: slices.Clip(out), Latest: spans[len(spans)-1].latest, Rows: rows}
+}
