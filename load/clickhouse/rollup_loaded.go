@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/fleetsync/fleetsync/pipeline"
 )
@@ -108,14 +111,18 @@ func (c *Client) countLoaded(ctx context.Context, b batch, byID map[string]pipel
 // proves whole and returns the others.
 func (c *Client) fromLoaded(ctx context.Context, loaded []pipeline.Touched) ([]pipeline.Touched, error) {
 	version := c.NextVersion()
+	start := time.Now()
 	proven, rest, err := c.proveLoaded(ctx, loaded)
 	if err != nil || len(proven) == 0 {
 		return rest, err
 	}
+	checked := time.Now()
 	if err := c.writeLoaded(ctx, proven, version); err != nil {
 		return nil, err
 	}
 	c.metrics.rollupVariables.WithLabelValues("loaded").Add(float64(len(proven)))
+	c.log.Debug("rollups written from the loaded points", zap.Int("variables", len(proven)), zap.Int("unproven", len(rest)),
+		zap.Duration("check", checked.Sub(start)), zap.Duration("write", time.Since(checked)))
 	return rest, nil
 }
 
