@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -211,10 +213,23 @@ func remoteServers(name string, ports [][]int) string {
 // (seconds), 18.16 refuses to start on its replicated tables ("replica is
 // already active"), so a start that exits is tried again until the start
 // timeout passes.
+//
+// Every start is made with the force_restore_data flag, ClickHouse's own
+// recovery for a replica that died: a server killed in the middle of an
+// INSERT or a merge may hold parts ZooKeeper never recorded, or lack parts
+// it did, and 18.16 then refuses to load the table ("the local set of parts
+// ... doesn't look like the set of parts in ZooKeeper") unless the flag is
+// there; with it, the server detaches the unexpected parts and fetches the
+// missing ones from the other replica. Whether the kill left such parts
+// depends on the moment it landed, so without the flag a restart would
+// fail at random.
 func (c *Cluster) Resume(ctx context.Context, n *Server) error {
 	ctx, cancel := context.WithTimeout(ctx, n.startTimeout+30*time.Second)
 	defer cancel()
 	for {
+		if err := n.forceRestoreData(); err != nil {
+			return err
+		}
 		err := n.Resume(ctx)
 		if err == nil {
 			return n.awaitZooKeeper(ctx)
@@ -228,6 +243,20 @@ func (c *Cluster) Resume(ctx context.Context, n *Server) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// forceRestoreData sets the flag that makes the next start of the server
+// recover its replicated tables from ZooKeeper and the other replicas
+// (see Cluster.Resume); the server removes it once it has started.
+func (s *Server) forceRestoreData() error {
+	flags := filepath.Join(s.dir, "data", "flags")
+	if err := os.MkdirAll(flags, 0o755); err != nil {
+		return fmt.Errorf("set force_restore_data: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(flags, "force_restore_data"), nil, 0o644); err != nil {
+		return fmt.Errorf("set force_restore_data: %w", err)
+	}
+	return nil
 }
 
 // Name is the cluster's name, for clickhouse.cluster.

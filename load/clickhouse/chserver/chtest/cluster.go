@@ -36,6 +36,18 @@ func Cluster(tb testing.TB) *chserver.Cluster {
 	if sharedCluster.err != nil {
 		tb.Fatalf("start the test ClickHouse cluster: %v", sharedCluster.err)
 	}
+	// A test that killed a server and failed before it was back must not
+	// fail the tests after it: every test starts on a whole cluster.
+	for _, shard := range sharedCluster.c.Nodes {
+		for _, n := range shard {
+			if n.PID() != 0 {
+				continue
+			}
+			if err := sharedCluster.c.Resume(context.Background(), n); err != nil {
+				tb.Fatalf("restart the test cluster's server on %s, down since an earlier test: %v", n.Addr(), err)
+			}
+		}
+	}
 	return sharedCluster.c
 }
 
