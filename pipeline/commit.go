@@ -18,9 +18,18 @@ func (p *pass) releaseLocked(t *targetState) {
 	// in the table whether or not its mark moves.
 	if t.points > 0 {
 		touched := t.loaded
-		if t.err == nil {
+		// A window that reaches back to the mark re-reads points the table
+		// already holds, so the table would disprove the aggregates: they are
+		// not offered, which spares the Rollup a check bound to fail.
+		if t.err == nil && !(t.HasMark && t.start <= t.Mark.HwmMs) {
 			if touched.Agg = aggregatesOf(t.aggs, t.points); touched.Agg != nil {
 				p.heldHours += len(touched.Agg.Hours)
+				if p.heldHours >= maxHeldHours {
+					select {
+					case p.held <- struct{}{}:
+					default:
+					}
+				}
 			}
 		}
 		p.touched = append(p.touched, touched)
@@ -82,9 +91,10 @@ const rollupPace = 9
 const maxCommitGap = time.Minute
 
 // maxHeldHours bounds the loaded aggregates waiting for a commit (about
-// 70 bytes an hour): past it the committer commits without waiting for
-// its pace, so that a backfill's memory does not grow with its size.
-const maxHeldHours = 64 << 10
+// 70 bytes an hour): past it the committer commits at once, without
+// waiting for its tick or its pace, so that a backfill's memory does not
+// grow with its size.
+const maxHeldHours = 32 << 10
 
 // committer writes ready marks every second, paced by rollupPace, and
 // once more at the end.
@@ -94,11 +104,10 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 	var next time.Time // no commit before next
 	for {
 		select {
+		case <-p.held:
+			p.commit(ctx)
 		case <-tick.C:
-			p.mu.Lock()
-			held := p.heldHours
-			p.mu.Unlock()
-			if time.Now().Before(next) && held < maxHeldHours {
+			if time.Now().Before(next) {
 				continue
 			}
 			start := time.Now()

@@ -126,51 +126,49 @@ func (c *Client) fromLoaded(ctx context.Context, loaded []pipeline.Touched) ([]p
 	return rest, nil
 }
 
+// hourlyBlock bounds the hourly rows built and sent at once: a backfill's
+// proven hours are hundreds of thousands of rows, and holding them as
+// columns (and clickhouse-go's copy of them) at once cost more memory than
+// the loaders' chunks.
+const hourlyBlock = 16 << 10
+
+// hourlyCols are one block of datapoints_hourly columns, reused block to
+// block.
+type hourlyCols struct {
+	vid, dev            []string
+	hour                []int64
+	count, ver          []uint64
+	sum, lo, hi, fv, lv []float64
+	fts, lts            []int64
+}
+
+func (h *hourlyCols) reset() {
+	h.vid, h.dev, h.hour, h.count, h.ver = h.vid[:0], h.dev[:0], h.hour[:0], h.count[:0], h.ver[:0]
+	h.sum, h.lo, h.hi, h.fv, h.lv = h.sum[:0], h.lo[:0], h.hi[:0], h.fv[:0], h.lv[:0]
+	h.fts, h.lts = h.fts[:0], h.lts[:0]
+}
+
 // writeLoaded inserts the hourly and latest rows of proven variables.
 func (c *Client) writeLoaded(ctx context.Context, proven []pipeline.Touched, version uint64) error {
 	n := 0
 	for _, t := range proven {
 		n += len(t.Agg.Hours)
 	}
-	var (
-		vid, dev            = make([]string, 0, n), make([]string, 0, n)
-		hour                = make([]int64, 0, n)
-		count               = make([]uint64, 0, n)
-		sum, lo, hi, fv, lv = make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
-		fts, lts            = make([]int64, 0, n), make([]int64, 0, n)
-		ver                 = make([]uint64, 0, n)
-	)
-	for _, t := range proven {
-		for _, h := range t.Agg.Hours {
-			// The hour's device is its newest point's: a variable's points
-			// of one pass share their device.
-			vid, dev = append(vid, t.VariableID), append(dev, t.Agg.Latest.DeviceID)
-			hour, count = append(hour, h.HourMs/1000), append(count, h.Count)
-			sum, lo, hi = append(sum, h.Sum), append(lo, h.Min), append(hi, h.Max)
-			fv, lv = append(fv, h.FirstValue), append(lv, h.LastValue)
-			fts, lts = append(fts, h.FirstTsMs), append(lts, h.LastTsMs)
-			ver = append(ver, version)
-		}
-	}
-	hourly := []any{vid, dev, hour, count, sum, lo, hi, fv, lv, fts, lts, ver}
 	if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
-		return c.insertColumns(ctx, TableHourly, hourlyColumns, hourly)
+		return c.insertHourly(ctx, proven, version)
 	}); err != nil {
 		return fmt.Errorf("write %d rows of %s from the loaded points: %w", n, TableHourly, err)
 	}
 	c.metrics.rows.WithLabelValues(TableHourly).Add(float64(n))
 
-	latest := make([]pipeline.Row, len(proven))
-	for i, t := range proven {
-		latest[i] = t.Agg.Latest
-	}
 	if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
 		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(TableLatest)+" ("+latestColumns+")")
 		if err != nil {
 			return err
 		}
 		defer b.Abort()
-		for _, r := range latest {
+		for _, t := range proven {
+			r := t.Agg.Latest
 			var lat, lng *float64
 			if r.HasLat {
 				lat = &r.Lat
@@ -184,22 +182,50 @@ func (c *Client) writeLoaded(ctx context.Context, proven []pipeline.Touched, ver
 		}
 		return b.Send()
 	}); err != nil {
-		return fmt.Errorf("write %d rows of %s from the loaded points: %w", len(latest), TableLatest, err)
+		return fmt.Errorf("write %d rows of %s from the loaded points: %w", len(proven), TableLatest, err)
 	}
-	c.metrics.rows.WithLabelValues(TableLatest).Add(float64(len(latest)))
+	c.metrics.rows.WithLabelValues(TableLatest).Add(float64(len(proven)))
 	return nil
 }
 
-// insertColumns inserts whole columns, in the order of cols, into table.
-func (c *Client) insertColumns(ctx context.Context, table, cols string, values []any) error {
-	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(table)+" ("+cols+")")
+// insertHourly sends the hours of proven as one INSERT, built and flushed
+// hourlyBlock rows at a time.
+func (c *Client) insertHourly(ctx context.Context, proven []pipeline.Touched, version uint64) error {
+	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(TableHourly)+" ("+hourlyColumns+")")
 	if err != nil {
 		return err
 	}
 	defer b.Abort()
-	for i, col := range values {
-		if err := b.Column(i).Append(col); err != nil {
-			return fmt.Errorf("column %d: %w", i, err)
+	var h hourlyCols
+	flush := func() error {
+		for i, col := range []any{h.vid, h.dev, h.hour, h.count, h.sum, h.lo, h.hi, h.fv, h.lv, h.fts, h.lts, h.ver} {
+			if err := b.Column(i).Append(col); err != nil {
+				return fmt.Errorf("column %d: %w", i, err)
+			}
+		}
+		h.reset()
+		return b.Flush()
+	}
+	for _, t := range proven {
+		for _, a := range t.Agg.Hours {
+			// The hour's device is its newest point's: a variable's points
+			// of one pass share their device.
+			h.vid, h.dev = append(h.vid, t.VariableID), append(h.dev, t.Agg.Latest.DeviceID)
+			h.hour, h.count = append(h.hour, a.HourMs/1000), append(h.count, a.Count)
+			h.sum, h.lo, h.hi = append(h.sum, a.Sum), append(h.lo, a.Min), append(h.hi, a.Max)
+			h.fv, h.lv = append(h.fv, a.FirstValue), append(h.lv, a.LastValue)
+			h.fts, h.lts = append(h.fts, a.FirstTsMs), append(h.lts, a.LastTsMs)
+			h.ver = append(h.ver, version)
+			if len(h.vid) == hourlyBlock {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if len(h.vid) > 0 {
+		if err := flush(); err != nil {
+			return err
 		}
 	}
 	return b.Send()
