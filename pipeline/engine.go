@@ -116,7 +116,7 @@ type pass struct {
 	// committer does not let them pile up past maxHeldHours.
 	heldHours int
 	// held wakes the committer when heldHours reaches maxHeldHours.
-	held chan struct{}
+	held      chan struct{}
 	rolledFor time.Duration
 	failed    []*TargetError
 	complete  int
