@@ -159,6 +159,9 @@ type backfillStage struct {
 
 	rate, rss, wall, cpu, chCPU, simCPU, parts, others, rollup, rollupShare *figure
 	perMinimum, served                                                      *figure
+	// Of the 5 M backfill only: the same backfill with sync.rollups off,
+	// run after each, and what the analyst tables add to its wall time.
+	wallBare, extra, extraShare *figure
 }
 
 func (st *backfillStage) prepare(ctx context.Context) error {
@@ -224,6 +227,12 @@ func (st *backfillStage) prepare(ctx context.Context) error {
 	st.others = st.sec.fig("", "CPU used by other processes meanwhile", "cores", 2)
 	st.rollup = st.sec.fig("", "time spent recomputing the rollups (datapoints_latest, datapoints_hourly)", "s", 2)
 	st.rollupShare = st.sec.fig("rollup-"+st.tag, "rollup time / wall time", "%", 1)
+	if st.tag == "e2e" {
+		st.wallBare = st.sec.fig("", "wall time of the same backfill with `sync.rollups: false`", "s", 2)
+		st.extra = st.sec.fig("", "wall time the analyst tables add (with them − without)", "s", 2)
+		st.extraShare = st.sec.fig("rollup-extra-e2e", "wall time the analyst tables add / wall time with them", "%", 1)
+		st.sec.note("The rollup time is the committer's time in the rollups, which overlaps the loads; what keeping the tables costs a backfill is the wall time they add, measured against the same backfill with `sync.rollups: false`, run right after each (a fresh database, the same fleetsim).")
+	}
 	st.perMinimum = st.sec.fig(st.tagged("requests-per-minimum"), "raw-series requests / the minimum the limit allows", "×", 2)
 	st.served = st.sec.fig(st.tagged("served-per-loaded"), "rows served by fleetsim / points loaded", "×", 2)
 	return nil
@@ -279,12 +288,43 @@ func (st *backfillStage) run(ctx context.Context, r int) error {
 	b.logf("%s run %d: %d points in %.2fs (cycle %.2fs, %d requests of minimum %d, %d counts, %d splits, rows served/loaded %.2f): %.0f rows/s, peak RSS %.0f MiB, CPU %.1fs user + %.1fs sys, clickhouse %.1fs, fleetsim %.1fs, others %.1fs",
 		st.tag, r+1, res.rows, res.wall.Seconds(), res.log.Duration, res.log.Requests, res.log.RequestsMinimum, res.log.CountRequests, res.log.Splits, res.log.RowsServedPerLoaded, float64(res.rows)/res.wall.Seconds(),
 		float64(res.maxRSS)/(1<<20), res.user, res.sys, res.chCPU, res.simCPU, others)
+	if st.wallBare != nil {
+		bare, err := st.runBare(ctx, r)
+		if err != nil {
+			return err
+		}
+		st.wallBare.add(bare)
+		st.extra.add(res.wall.Seconds() - bare)
+		st.extraShare.add(100 * (res.wall.Seconds() - bare) / res.wall.Seconds())
+		b.logf("%s run %d without the analyst tables: %.2fs (they add %.2fs)", st.tag, r+1, bare, res.wall.Seconds()-bare)
+	}
 	if !st.noteRun {
 		st.noteRun = true
 		st.sec.note("%d points per run in %d raw-series requests (the minimum `rows_per_request` allows: %d; %d splits of cut frames) and %d count requests that proved full frames whole; fleetsim served %d rows.",
 			res.rows, res.log.Requests, res.log.RequestsMinimum, res.log.Splits, res.log.CountRequests, res.log.RowsServed)
 	}
 	return nil
+}
+
+// runBare runs the backfill again with sync.rollups off and returns its
+// wall time in seconds.
+func (st *backfillStage) runBare(ctx context.Context, r int) (float64, error) {
+	b := st.b
+	db := fmt.Sprintf("bench_%s_bare_%d", st.tag, r+1)
+	cfg := filepath.Join(b.dir, db+".yaml")
+	if err := b.syncConfig(cfg, st.sim.url, db, st.rpr, "rollups: false"); err != nil {
+		return 0, err
+	}
+	b.quiesce(ctx)
+	res, err := b.runSync(ctx, db, cfg, st.sim, db)
+	_, _ = b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	if err := res.exact(st.want); err != nil {
+		return 0, err
+	}
+	return res.wall.Seconds(), nil
 }
 
 func (st *backfillStage) finish(context.Context) {
