@@ -91,13 +91,15 @@ type spanAgg struct {
 // second, so its hour is left to the recompute.
 const maxDateTimeMs = (1 << 32) * 1000
 
-// hourOf is the start of ms's hour in ms, rounding down as ClickHouse's
+// HourMs is an hour in POSIX ms.
+const HourMs = 3600 * 1000
+
+// HourStart is the start of ms's hour in ms, rounding down as ClickHouse's
 // toStartOfHour does for the ts column (the floor of ts_ms in seconds).
-func hourOf(ms int64) int64 {
-	const hour = 3600 * 1000
-	h := ms - ms%hour
-	if ms%hour < 0 {
-		h -= hour
+func HourStart(ms int64) int64 {
+	h := ms - ms%HourMs
+	if ms%HourMs < 0 {
+		h -= HourMs
 	}
 	return h
 }
@@ -130,15 +132,11 @@ func aggregateRows(c *Batch, from, to int) *spanAgg {
 	a.minTs, a.maxTs = ts[0], ts[0]
 	newest := 0
 	desc := len(ts) > 1 && ts[1] < ts[0]
-	// The hours are counted first so that they are allocated once, at
-	// their size: they live until the commit, and a backfill holds many.
-	n, last := 0, int64(math.MinInt64)
-	for _, t := range ts {
-		if h := hourOf(t); h != last {
-			n, last = n+1, h
-		}
-	}
-	a.hours = make([]HourAgg, 0, n)
+	// The hours are allocated once, at most their number (they live until
+	// the commit, and a backfill holds many): a monotonic span has at most
+	// one per hour between its ends, and at most one per row.
+	span := HourStart(ts[len(ts)-1]) - HourStart(ts[0])
+	a.hours = make([]HourAgg, 0, min(int64(len(ts)), max(span, -span)/HourMs+1))
 	cur := -1
 	for i, t := range ts {
 		v := vals[i]
@@ -150,7 +148,7 @@ func aggregateRows(c *Batch, from, to int) *spanAgg {
 			a.ok = false
 			return a
 		}
-		if h := hourOf(t); cur < 0 || a.hours[cur].HourMs != h {
+		if h := HourStart(t); cur < 0 || a.hours[cur].HourMs != h {
 			a.hours = append(a.hours, HourAgg{HourMs: h})
 			cur++
 		}

@@ -43,17 +43,6 @@ import (
 // statement stays a few tens of kilobytes.
 const rollupBatch = 500
 
-const hourMs = 3600 * 1000
-
-// hourStart is the start of ms's hour, in ms.
-func hourStart(ms int64) int64 {
-	h := ms - ms%hourMs
-	if ms < 0 && ms%hourMs != 0 {
-		h -= hourMs
-	}
-	return h
-}
-
 // Recompute implements pipeline.Rollup: the hourly rows of every hour the
 // ranges cover, and the latest row of each variable, replaced by aggregates
 // over the deduplicated points. Variables whose loaded aggregates the table
@@ -94,7 +83,9 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for _, b := range batches(touched, func(t pipeline.Touched) window { return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs} }) {
+		for _, b := range batches(touched, func(t pipeline.Touched) window {
+			return window{pipeline.HourStart(t.FromMs), pipeline.HourStart(t.ToMs) + pipeline.HourMs}
+		}) {
 			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
 				return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.NextVersion()))
 			}); err != nil {
@@ -104,7 +95,7 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 		}
 	}()
 	var latestErr error
-	for _, b := range batches(touched, func(t pipeline.Touched) window { return window{from: hourStart(t.ToMs)} }) {
+	for _, b := range batches(touched, func(t pipeline.Touched) window { return window{from: pipeline.HourStart(t.ToMs)} }) {
 		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
 			return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.NextVersion()))
 		}); err != nil {
@@ -138,7 +129,7 @@ type batch struct {
 // start and end at slightly different times, share one statement, while a
 // variable with a late point a week back does not make the others read
 // the week.
-const batchSlack = 6 * hourMs
+const batchSlack = 6 * pipeline.HourMs
 
 // batches groups the touched variables into statements: sorted by the
 // window of returns, a variable joins the current batch while the batch's

@@ -61,7 +61,7 @@ func (c *Client) proveLoaded(ctx context.Context, loaded []pipeline.Touched) (pr
 
 // aggWindow is the hours an Aggregates covers, [first hour, last hour + 1).
 func aggWindow(a *pipeline.Aggregates) window {
-	return window{a.Hours[0].HourMs, a.Hours[len(a.Hours)-1].HourMs + hourMs}
+	return window{a.Hours[0].HourMs, a.Hours[len(a.Hours)-1].HourMs + pipeline.HourMs}
 }
 
 // tableRows is what the table holds of one variable: its rows in the
