@@ -183,11 +183,15 @@ func aggregatesOf(spans []*spanAgg, points int64) *Aggregates {
 	if rows != points {
 		return nil
 	}
-	if len(spans) == 1 {
-		s := spans[0]
+	// A span's hours follow its rows, which are monotonic: ascending once
+	// a descending span is reversed.
+	for _, s := range spans {
 		if len(s.hours) > 1 && s.hours[0].HourMs > s.hours[1].HourMs {
 			slices.Reverse(s.hours)
 		}
+	}
+	if len(spans) == 1 {
+		s := spans[0]
 		return &Aggregates{Hours: s.hours, Latest: s.latest, Rows: rows}
 	}
 	slices.SortFunc(spans, func(a, b *spanAgg) int { return cmp.Compare(a.minTs, b.minTs) })
@@ -198,18 +202,17 @@ func aggregatesOf(spans []*spanAgg, points int64) *Aggregates {
 		}
 		n += len(s.hours)
 	}
-	hours := make([]HourAgg, 0, n)
+	// Disjoint spans in order of time have their hours in order too, but
+	// for the one hour where a span ends and the next begins, merged.
+	out := make([]HourAgg, 0, n)
 	for _, s := range spans {
-		hours = append(hours, s.hours...)
-	}
-	slices.SortStableFunc(hours, func(a, b HourAgg) int { return cmp.Compare(a.HourMs, b.HourMs) })
-	out := hours[:0]
-	for _, h := range hours {
-		if k := len(out) - 1; k >= 0 && out[k].HourMs == h.HourMs {
-			out[k].merge(h)
-			continue
+		for _, h := range s.hours {
+			if k := len(out) - 1; k >= 0 && out[k].HourMs == h.HourMs {
+				out[k].merge(h)
+				continue
+			}
+			out = append(out, h)
 		}
-		out = append(out, h)
 	}
 	return &Aggregates{Hours: slices.Clip(out), Latest: spans[len(spans)-1].latest, Rows: rows}
 }

@@ -133,4 +133,15 @@ func TestAggregatesAreRefusedWhereTheyCouldBeWrong(t *testing.T) {
 	if a == nil || !slices.Equal(a.Hours, want) || a.Latest.TsMs != h+30 || a.Latest.Value != 3 {
 		t.Errorf("merged %+v, want %+v and the latest at %d", a, want, h+30)
 	}
+	// Descending spans given newest first come out in ascending hours, the
+	// hour both touch merged.
+	a = agg(rows([]int64{3 * h, 2*h + 1}, 1, 2), rows([]int64{2 * h, h}, 3, 4))
+	want = []HourAgg{
+		{HourMs: h, Count: 1, Sum: 4, Min: 4, Max: 4, FirstValue: 4, LastValue: 4, FirstTsMs: h, LastTsMs: h},
+		{HourMs: 2 * h, Count: 2, Sum: 5, Min: 2, Max: 3, FirstValue: 3, LastValue: 2, FirstTsMs: 2 * h, LastTsMs: 2*h + 1},
+		{HourMs: 3 * h, Count: 1, Sum: 1, Min: 1, Max: 1, FirstValue: 1, LastValue: 1, FirstTsMs: 3 * h, LastTsMs: 3 * h},
+	}
+	if a == nil || !slices.Equal(a.Hours, want) || a.Rows != 4 || a.Latest.TsMs != 3*h {
+		t.Errorf("joined %+v, want %+v", a, want)
+	}
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -301,6 +303,31 @@ func TestPlanWindows(t *testing.T) {
 		if tg.Start != want[tg.Variable.ID] || tg.End != end {
 			t.Errorf("%s: window %d..%d, want %d..%d", tg.Variable.ID, tg.Start, tg.End, want[tg.Variable.ID], end)
 		}
+	}
+}
+
+// Requests follow window starts, and among equal starts (a backfill's)
+// the order of variable ids, datapoints' sorting key: the rollup's check of
+// a commit's variables then reads adjacent keys.
+func TestGroupOrdersEqualStartsByVariableID(t *testing.T) {
+	var targets []*targetState
+	for i, id := range []string{"m", "c", "x", "a", "q", "b", "late"} {
+		start := int64(100)
+		if id == "late" {
+			start = 50
+		}
+		targets = append(targets, &targetState{Target: Target{Variable: Variable{ID: id}}, start: start, end: 200 + int64(i)})
+	}
+	var got []string
+	for _, r := range Group(targets, 3) {
+		var ids []string
+		for _, tg := range r.targets {
+			ids = append(ids, tg.Variable.ID)
+		}
+		got = append(got, strings.Join(ids, ","))
+	}
+	if want := []string{"late,a,b", "c,m,q", "x"}; !slices.Equal(got, want) {
+		t.Errorf("requests %q, want %q", got, want)
 	}
 }
 

@@ -1,8 +1,10 @@
 package pipeline
 
 import (
+	"cmp"
 	"hash/fnv"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -133,13 +135,22 @@ func RecheckPeriod(variableID string, recheck time.Duration) time.Duration {
 // are sorted by window start so that variables with close starts share a
 // request; the request's window is the union of its targets' windows. Rows
 // below a target's own start are harmless: the table deduplicates them.
+//
+// Targets with the same start (all of a backfill's) go in the order of
+// their ids, which is datapoints' sorting key: a request's INSERTs then
+// make parts of adjacent keys, and the variables a commit rolls up are
+// adjacent too, so the rollup's check of them reads a few granules of
+// every other part instead of one per variable (3.6 times the rows it
+// counts, measured on a 5 M backfill's parts, against 1.1).
 func Group(targets []*targetState, perRequest int) []*request {
 	if perRequest < 1 {
 		perRequest = 1
 	}
 	sorted := make([]*targetState, len(targets))
 	copy(sorted, targets)
-	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].start < sorted[j].start })
+	slices.SortStableFunc(sorted, func(a, b *targetState) int {
+		return cmp.Or(cmp.Compare(a.start, b.start), strings.Compare(a.Variable.ID, b.Variable.ID))
+	})
 	var reqs []*request
 	for i := 0; i < len(sorted); i += perRequest {
 		part := sorted[i:min(i+perRequest, len(sorted))]

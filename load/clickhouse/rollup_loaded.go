@@ -3,7 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,14 +15,14 @@ import (
 // Rows written from what a pass loaded. A recompute reads every point of
 // the hours it replaces under FINAL; in a backfill that is every point just
 // loaded, and costs ClickHouse nearly as much as the INSERTs did. When the
-// pipeline hands a variable's Aggregates, one key-only query per batch
+// pipeline hands a variable's Aggregates, one key-only count per batch
 // (variable_id, ts_ms and ts, no FINAL, no value or context column) counts
-// the table's rows in the aggregated hours and reads its newest timestamp.
-// If the count is the number of rows aggregated, the table holds those
-// rows and no other there (they were acknowledged, so the table has at
-// least them); the pipeline proved them distinct, so FINAL keeps each of
-// them and the aggregates equal what the recompute would compute. If the
-// newest timestamp is the newest row aggregated, that row is the latest.
+// the table's rows from the start of the aggregated hours on. If the count
+// is the number of rows aggregated, the table holds those rows and no
+// other there (they were acknowledged, so the table has at least them);
+// the pipeline proved them distinct, so FINAL keeps each of them, the
+// aggregates equal what the recompute would compute, and the newest row
+// aggregated is the variable's latest (a newer one would have counted).
 // Anything else (a re-read of the lookback, an older point in the first
 // hour, a duplicate left by a failed INSERT, another writer) fails the
 // check and the variable is recomputed as before.
@@ -33,29 +33,51 @@ import (
 // snapshot.
 
 // proveLoaded returns the variables of loaded whose aggregates the table
-// proves whole, and the others, which need a recompute.
+// proves whole, in the order of their ids (the rollup tables' sorting key,
+// so ClickHouse need not sort the rows written from them), and the others,
+// which need a recompute.
 func (c *Client) proveLoaded(ctx context.Context, loaded []pipeline.Touched) (proven, rest []pipeline.Touched, err error) {
 	byID := make(map[string]pipeline.Touched, len(loaded))
 	for _, t := range loaded {
 		byID[t.VariableID] = t
 	}
 	for _, b := range batches(loaded, func(t pipeline.Touched) window { return aggWindow(t.Agg) }) {
-		var got map[string]tableRows
+		var want int64
+		for _, id := range b.ids {
+			want += byID[id].Agg.Rows
+		}
+		// The table holds at least every row aggregated, so a total equal
+		// to their number proves each variable's count; only a batch that
+		// fails it is counted per variable to find which.
+		var total int64
 		if err := c.Retry(ctx, TableDatapoints, func(ctx context.Context) (err error) {
-			got, err = c.countLoaded(ctx, b, byID)
+			total, err = c.countBatch(ctx, b)
 			return err
 		}); err != nil {
-			return nil, nil, fmt.Errorf("count the rows of %d variables over [%s, %s): %w", len(b.ids), msUTC(b.from), msUTC(b.to), err)
+			return nil, nil, fmt.Errorf("count the rows of %d variables from %s on: %w", len(b.ids), msUTC(b.from), err)
+		}
+		if total == want {
+			for _, id := range b.ids {
+				proven = append(proven, byID[id])
+			}
+			continue
+		}
+		var got map[string]int64
+		if err := c.Retry(ctx, TableDatapoints, func(ctx context.Context) (err error) {
+			got, err = c.countEach(ctx, b)
+			return err
+		}); err != nil {
+			return nil, nil, fmt.Errorf("count the rows of %d variables from %s on: %w", len(b.ids), msUTC(b.from), err)
 		}
 		for _, id := range b.ids {
-			t := byID[id]
-			if g, ok := got[id]; ok && g.rows == t.Agg.Rows && g.newest == t.Agg.Latest.TsMs {
+			if t := byID[id]; got[id] == t.Agg.Rows {
 				proven = append(proven, t)
 			} else {
 				rest = append(rest, t)
 			}
 		}
 	}
+	slices.SortFunc(proven, func(a, b pipeline.Touched) int { return strings.Compare(a.VariableID, b.VariableID) })
 	return proven, rest, nil
 }
 
@@ -64,45 +86,37 @@ func aggWindow(a *pipeline.Aggregates) window {
 	return window{a.Hours[0].HourMs, a.Hours[len(a.Hours)-1].HourMs + pipeline.HourMs}
 }
 
-// tableRows is what the table holds of one variable: its rows in the
-// aggregated hours and its newest timestamp from their start on.
-type tableRows struct {
-	rows   int64
-	newest int64
+// The check counts each variable's rows from its batch's start on, which
+// may be earlier than the variable's own first hour (batches keeps them
+// within batchSlack): a row there fails the check, which only costs a
+// recompute, while all the variables of the batch share one condition (a
+// per-variable start, by transform(), cost the statement a third of its
+// time). Counting from the start on, with no end, also proves the latest:
+// a count equal to the rows aggregated leaves no room for a newer row.
+
+// countBatch counts the rows of all the variables of b.
+func (c *Client) countBatch(ctx context.Context, b batch) (int64, error) {
+	var n uint64
+	err := c.conn.QueryRow(ctx, "SELECT count() FROM "+c.Table(TableDatapoints)+" PREWHERE "+pointsWhere(quotedList(b.ids), b.from, 0)).Scan(&n)
+	return int64(n), err
 }
 
-// countLoaded runs the check of one batch. Each variable's own window is
-// applied by transform(), so that one statement serves variables whose
-// windows differ (batches keeps them close).
-func (c *Client) countLoaded(ctx context.Context, b batch, byID map[string]pipeline.Touched) (map[string]tableRows, error) {
-	ids := quotedList(b.ids)
-	var froms, tos strings.Builder
-	for i, id := range b.ids {
-		w := aggWindow(byID[id].Agg)
-		if i > 0 {
-			froms.WriteByte(',')
-			tos.WriteByte(',')
-		}
-		froms.WriteString(strconv.FormatInt(w.from, 10))
-		tos.WriteString(strconv.FormatInt(w.to, 10))
-	}
-	q := "SELECT variable_id, countIf(ts_ms < transform(variable_id, [" + ids + "], CAST([" + tos.String() + "] AS Array(Int64)), toInt64(0))), max(ts_ms) FROM " +
-		c.Table(TableDatapoints) + " PREWHERE " + pointsWhere(ids, b.from, 0) +
-		" WHERE ts_ms >= transform(variable_id, [" + ids + "], CAST([" + froms.String() + "] AS Array(Int64)), toInt64(0)) GROUP BY variable_id"
-	rows, err := c.conn.Query(ctx, q)
+// countEach counts the rows of each variable of b.
+func (c *Client) countEach(ctx context.Context, b batch) (map[string]int64, error) {
+	rows, err := c.conn.Query(ctx, "SELECT variable_id, count() FROM "+c.Table(TableDatapoints)+
+		" PREWHERE "+pointsWhere(quotedList(b.ids), b.from, 0)+" GROUP BY variable_id")
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	out := make(map[string]tableRows, len(b.ids))
+	out := make(map[string]int64, len(b.ids))
 	for rows.Next() {
 		var id string
 		var n uint64
-		var newest int64
-		if err := rows.Scan(&id, &n, &newest); err != nil {
+		if err := rows.Scan(&id, &n); err != nil {
 			return nil, err
 		}
-		out[id] = tableRows{rows: int64(n), newest: newest}
+		out[id] = int64(n)
 	}
 	return out, rows.Err()
 }
