@@ -200,9 +200,16 @@ const hourlyColumns = "variable_id, device_id, hour, count, sum, min, max, first
 const hourlyAggregates = "variable_id, argMax(device_id, ts_ms), toStartOfHour(ts) AS hour, count(), sum(value), min(value), max(value), " +
 	"argMin(value, ts_ms), argMax(value, ts_ms), min(ts_ms), max(ts_ms)"
 
+// hourlySQL recomputes the hourly rows of the variables in `in` over
+// [from, to). The window is a PREWHERE: ClickHouse applies it before the
+// merge of versions FINAL does, on one thread, which then merges the
+// window's rows alone instead of every row of the granules they lie in
+// (thousands of other variables' and hours' rows for each variable of an
+// incremental cycle). That is exact because the condition is on key
+// columns only, which every version of a point shares (pointsWhere).
 func (c *Client) hourlySQL(in string, from, to int64, version uint64) string {
 	return "INSERT INTO " + c.Table(TableHourly) + " (" + hourlyColumns + ") SELECT " + hourlyAggregates + ", " +
-		strconv.FormatUint(version, 10) + " FROM " + c.Table(TableDatapoints) + " FINAL WHERE " + pointsWhere(in, from, to) +
+		strconv.FormatUint(version, 10) + " FROM " + c.Table(TableDatapoints) + " FINAL PREWHERE " + pointsWhere(in, from, to) +
 		" GROUP BY variable_id, hour"
 }
 
