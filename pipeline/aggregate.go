@@ -16,30 +16,51 @@ import (
 // recomputes everything else from the table as before.
 
 // HourAgg is one hour of one variable's rows: the columns of a
-// datapoints_hourly row.
+// datapoints_hourly row. It is kept to 56 bytes (72 with every time in ms
+// as int64): a backfill holds one for every hour of every row between the
+// loader that aggregates the row and the commit that writes it, and that
+// memory showed in the peak RSS of a backfill.
 type HourAgg struct {
-	// HourMs is the start of the hour, in POSIX ms (UTC).
-	HourMs                int64
-	Count                 uint64
+	// Hour is the start of the hour in hours since the epoch (UTC); see
+	// HourMs.
+	Hour int32
+	// Count fits: the rows of an hour have distinct timestamps, so there
+	// are at most 3.6 M of them.
+	Count uint32
+	// FirstMs and LastMs are the first and last timestamps in ms from the
+	// start of the hour; see FirstTsMs and LastTsMs.
+	FirstMs, LastMs       uint32
 	Sum, Min, Max         float64
 	FirstValue, LastValue float64
-	FirstTsMs, LastTsMs   int64
 }
 
-// add folds one point into h.
+// HourMs is the start of the hour in POSIX ms.
+func (h *HourAgg) HourMs() int64 { return int64(h.Hour) * HourMs }
+
+// FirstTsMs is the timestamp of the hour's first row, in POSIX ms.
+func (h *HourAgg) FirstTsMs() int64 { return h.HourMs() + int64(h.FirstMs) }
+
+// LastTsMs is the timestamp of the hour's last row, in POSIX ms.
+func (h *HourAgg) LastTsMs() int64 { return h.HourMs() + int64(h.LastMs) }
+
+// hourAgg is the empty aggregate of the hour starting at hourMs.
+func hourAgg(hourMs int64) HourAgg { return HourAgg{Hour: int32(hourMs / HourMs)} }
+
+// add folds one point of h's hour into h.
 func (h *HourAgg) add(ts int64, v float64) {
+	off := uint32(ts - h.HourMs())
 	if h.Count == 0 {
-		*h = HourAgg{HourMs: h.HourMs, Count: 1, Sum: v, Min: v, Max: v, FirstValue: v, LastValue: v, FirstTsMs: ts, LastTsMs: ts}
+		*h = HourAgg{Hour: h.Hour, Count: 1, Sum: v, Min: v, Max: v, FirstValue: v, LastValue: v, FirstMs: off, LastMs: off}
 		return
 	}
 	h.Count++
 	h.Sum += v
 	h.Min, h.Max = min(h.Min, v), max(h.Max, v)
-	if ts < h.FirstTsMs {
-		h.FirstTsMs, h.FirstValue = ts, v
+	if off < h.FirstMs {
+		h.FirstMs, h.FirstValue = off, v
 	}
-	if ts > h.LastTsMs {
-		h.LastTsMs, h.LastValue = ts, v
+	if off > h.LastMs {
+		h.LastMs, h.LastValue = off, v
 	}
 }
 
@@ -48,11 +69,11 @@ func (h *HourAgg) merge(o HourAgg) {
 	h.Count += o.Count
 	h.Sum += o.Sum
 	h.Min, h.Max = min(h.Min, o.Min), max(h.Max, o.Max)
-	if o.FirstTsMs < h.FirstTsMs {
-		h.FirstTsMs, h.FirstValue = o.FirstTsMs, o.FirstValue
+	if o.FirstMs < h.FirstMs {
+		h.FirstMs, h.FirstValue = o.FirstMs, o.FirstValue
 	}
-	if o.LastTsMs > h.LastTsMs {
-		h.LastTsMs, h.LastValue = o.LastTsMs, o.LastValue
+	if o.LastMs > h.LastMs {
+		h.LastMs, h.LastValue = o.LastMs, o.LastValue
 	}
 }
 
@@ -65,7 +86,7 @@ func (h *HourAgg) merge(o HourAgg) {
 // by counting the table's rows in the hours (Rows) and reading its newest
 // timestamp (Latest.TsMs).
 type Aggregates struct {
-	// Hours is in ascending order of HourMs.
+	// Hours is in ascending order of Hour.
 	Hours  []HourAgg
 	Latest Row
 	// Rows is the number of rows aggregated, the sum of the hours' counts.
@@ -148,8 +169,8 @@ func aggregateRows(c *Batch, from, to int) *spanAgg {
 			a.ok = false
 			return a
 		}
-		if h := HourStart(t); cur < 0 || a.hours[cur].HourMs != h {
-			a.hours = append(a.hours, HourAgg{HourMs: h})
+		if h := HourStart(t); cur < 0 || a.hours[cur].HourMs() != h {
+			a.hours = append(a.hours, hourAgg(h))
 			cur++
 		}
 		a.hours[cur].add(t, v)
@@ -186,7 +207,7 @@ func aggregatesOf(spans []*spanAgg, points int64) *Aggregates {
 	// A span's hours follow its rows, which are monotonic: ascending once
 	// a descending span is reversed.
 	for _, s := range spans {
-		if len(s.hours) > 1 && s.hours[0].HourMs > s.hours[1].HourMs {
+		if len(s.hours) > 1 && s.hours[0].Hour > s.hours[1].Hour {
 			slices.Reverse(s.hours)
 		}
 	}
@@ -207,7 +228,7 @@ func aggregatesOf(spans []*spanAgg, points int64) *Aggregates {
 	out := make([]HourAgg, 0, n)
 	for _, s := range spans {
 		for _, h := range s.hours {
-			if k := len(out) - 1; k >= 0 && out[k].HourMs == h.HourMs {
+			if k := len(out) - 1; k >= 0 && out[k].Hour == h.Hour {
 				out[k].merge(h)
 				continue
 			}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // referenceHours aggregates pts per hour the plain way, independently of
@@ -18,15 +19,15 @@ func referenceHours(pts []Point) []HourAgg {
 	var out []HourAgg
 	for h, ps := range byHour {
 		slices.SortFunc(ps, func(a, b Point) int { return int(a.TsMs - b.TsMs) })
-		a := HourAgg{HourMs: h, Count: uint64(len(ps)), Min: math.Inf(1), Max: math.Inf(-1),
-			FirstValue: ps[0].Value, LastValue: ps[len(ps)-1].Value, FirstTsMs: ps[0].TsMs, LastTsMs: ps[len(ps)-1].TsMs}
+		a := HourAgg{Hour: int32(h / 3600000), Count: uint32(len(ps)), Min: math.Inf(1), Max: math.Inf(-1),
+			FirstValue: ps[0].Value, LastValue: ps[len(ps)-1].Value, FirstMs: uint32(ps[0].TsMs - h), LastMs: uint32(ps[len(ps)-1].TsMs - h)}
 		for _, p := range ps {
 			a.Sum += p.Value
 			a.Min, a.Max = math.Min(a.Min, p.Value), math.Max(a.Max, p.Value)
 		}
 		out = append(out, a)
 	}
-	slices.SortFunc(out, func(a, b HourAgg) int { return int(a.HourMs - b.HourMs) })
+	slices.SortFunc(out, func(a, b HourAgg) int { return int(a.Hour - b.Hour) })
 	return out
 }
 
@@ -129,7 +130,7 @@ func TestAggregatesAreRefusedWhereTheyCouldBeWrong(t *testing.T) {
 	}
 	// Two spans of one hour merge into one row, first and last by time.
 	a := agg(rows([]int64{h + 30, h + 20}, 3, 4), rows([]int64{h + 10, h}, 5, 6))
-	want := []HourAgg{{HourMs: h, Count: 4, Sum: 18, Min: 3, Max: 6, FirstValue: 6, LastValue: 3, FirstTsMs: h, LastTsMs: h + 30}}
+	want := []HourAgg{{Hour: 1, Count: 4, Sum: 18, Min: 3, Max: 6, FirstValue: 6, LastValue: 3, FirstMs: 0, LastMs: 30}}
 	if a == nil || !slices.Equal(a.Hours, want) || a.Latest.TsMs != h+30 || a.Latest.Value != 3 {
 		t.Errorf("merged %+v, want %+v and the latest at %d", a, want, h+30)
 	}
@@ -137,11 +138,19 @@ func TestAggregatesAreRefusedWhereTheyCouldBeWrong(t *testing.T) {
 	// hour both touch merged.
 	a = agg(rows([]int64{3 * h, 2*h + 1}, 1, 2), rows([]int64{2 * h, h}, 3, 4))
 	want = []HourAgg{
-		{HourMs: h, Count: 1, Sum: 4, Min: 4, Max: 4, FirstValue: 4, LastValue: 4, FirstTsMs: h, LastTsMs: h},
-		{HourMs: 2 * h, Count: 2, Sum: 5, Min: 2, Max: 3, FirstValue: 3, LastValue: 2, FirstTsMs: 2 * h, LastTsMs: 2*h + 1},
-		{HourMs: 3 * h, Count: 1, Sum: 1, Min: 1, Max: 1, FirstValue: 1, LastValue: 1, FirstTsMs: 3 * h, LastTsMs: 3 * h},
+		{Hour: 1, Count: 1, Sum: 4, Min: 4, Max: 4, FirstValue: 4, LastValue: 4, FirstMs: 0, LastMs: 0},
+		{Hour: 2, Count: 2, Sum: 5, Min: 2, Max: 3, FirstValue: 3, LastValue: 2, FirstMs: 0, LastMs: 1},
+		{Hour: 3, Count: 1, Sum: 1, Min: 1, Max: 1, FirstValue: 1, LastValue: 1, FirstMs: 0, LastMs: 0},
 	}
 	if a == nil || !slices.Equal(a.Hours, want) || a.Rows != 4 || a.Latest.TsMs != 3*h {
 		t.Errorf("joined %+v, want %+v", a, want)
+	}
+}
+
+// A backfill holds an HourAgg for every hour of every row not yet
+// committed: its size is part of the peak RSS a backfill is held to.
+func TestHourAggStaysSmall(t *testing.T) {
+	if n := unsafe.Sizeof(HourAgg{}); n != 56 {
+		t.Errorf("HourAgg is %d bytes, want 56", n)
 	}
 }

@@ -90,8 +90,8 @@ const rollupPace = 9
 // maxCommitGap is the longest the pacing holds marks back.
 const maxCommitGap = time.Minute
 
-// maxHeldHours bounds the loaded aggregates waiting for a commit (72
-// bytes an hour, 7 MB here): past it the committer commits at once,
+// maxHeldHours bounds the loaded aggregates waiting for a commit (56
+// bytes an hour, 5.4 MB here): past it the committer commits at once,
 // without waiting for its tick or its pace, so that a backfill's memory
 // does not grow with its size. Each commit costs ClickHouse new parts of
 // the rollup tables whatever its size (about 0.1 CPU-s on 18.16 under a

@@ -83,7 +83,7 @@ func (c *Client) proveLoaded(ctx context.Context, loaded []pipeline.Touched) (pr
 
 // aggWindow is the hours an Aggregates covers, [first hour, last hour + 1).
 func aggWindow(a *pipeline.Aggregates) window {
-	return window{a.Hours[0].HourMs, a.Hours[len(a.Hours)-1].HourMs + pipeline.HourMs}
+	return window{a.Hours[0].HourMs(), a.Hours[len(a.Hours)-1].HourMs() + pipeline.HourMs}
 }
 
 // The check counts each variable's rows from its batch's start on, which
@@ -142,9 +142,11 @@ func (c *Client) fromLoaded(ctx context.Context, loaded []pipeline.Touched) ([]p
 
 // hourlyBlock bounds the hourly rows built and sent at once: a backfill's
 // proven hours are hundreds of thousands of rows, and holding them as
-// columns (and clickhouse-go's copy of them) at once cost more memory than
-// the loaders' chunks.
-const hourlyBlock = 16 << 10
+// columns (and clickhouse-go's copy and encoding of them) at once cost more
+// memory than the loaders' chunks. At 16k rows a commit still held 14 MB
+// at a backfill's peak; the server joins the blocks of one INSERT into one
+// part whatever their size, so small ones cost it nothing.
+const hourlyBlock = 4 << 10
 
 // hourlyCols are one block of datapoints_hourly columns, reused block to
 // block.
@@ -154,6 +156,14 @@ type hourlyCols struct {
 	count, ver          []uint64
 	sum, lo, hi, fv, lv []float64
 	fts, lts            []int64
+}
+
+func newHourlyCols(n int) *hourlyCols {
+	return &hourlyCols{
+		vid: make([]string, 0, n), dev: make([]string, 0, n), hour: make([]int64, 0, n), count: make([]uint64, 0, n), ver: make([]uint64, 0, n),
+		sum: make([]float64, 0, n), lo: make([]float64, 0, n), hi: make([]float64, 0, n), fv: make([]float64, 0, n), lv: make([]float64, 0, n),
+		fts: make([]int64, 0, n), lts: make([]int64, 0, n),
+	}
 }
 
 func (h *hourlyCols) reset() {
@@ -168,38 +178,60 @@ func (c *Client) writeLoaded(ctx context.Context, proven []pipeline.Touched, ver
 	for _, t := range proven {
 		n += len(t.Agg.Hours)
 	}
-	if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
-		return c.insertHourly(ctx, proven, version)
-	}); err != nil {
-		return fmt.Errorf("write %d rows of %s from the loaded points: %w", n, TableHourly, err)
+	// The two INSERTs are independent and run side by side, as the
+	// recompute's statements do: at the end of a pass nothing else waits
+	// on the committer, and the latest rows need not wait for the hours.
+	var hourlyErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
+			return c.insertHourly(ctx, proven, version)
+		}); err != nil {
+			hourlyErr = fmt.Errorf("write %d rows of %s from the loaded points: %w", n, TableHourly, err)
+			return
+		}
+		c.metrics.rows.WithLabelValues(TableHourly).Add(float64(n))
+	}()
+	latestErr := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
+		return c.insertLatest(ctx, proven, version)
+	})
+	if latestErr != nil {
+		latestErr = fmt.Errorf("write %d rows of %s from the loaded points: %w", len(proven), TableLatest, latestErr)
+	} else {
+		c.metrics.rows.WithLabelValues(TableLatest).Add(float64(len(proven)))
 	}
-	c.metrics.rows.WithLabelValues(TableHourly).Add(float64(n))
+	<-done
+	switch {
+	case hourlyErr != nil && latestErr != nil:
+		return fmt.Errorf("%w; %w", hourlyErr, latestErr)
+	case hourlyErr != nil:
+		return hourlyErr
+	}
+	return latestErr
+}
 
-	if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
-		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(TableLatest)+" ("+latestColumns+")")
-		if err != nil {
+// insertLatest sends the latest rows of proven as one INSERT.
+func (c *Client) insertLatest(ctx context.Context, proven []pipeline.Touched, version uint64) error {
+	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(TableLatest)+" ("+latestColumns+")")
+	if err != nil {
+		return err
+	}
+	defer b.Abort()
+	for _, t := range proven {
+		r := t.Agg.Latest
+		var lat, lng *float64
+		if r.HasLat {
+			lat = &r.Lat
+		}
+		if r.HasLng {
+			lng = &r.Lng
+		}
+		if err := b.Append(r.VariableID, r.DeviceID, r.DeviceLabel, r.VariableLabel, r.TsMs, floorSec(r.TsMs), r.Value, r.Context, lat, lng, version); err != nil {
 			return err
 		}
-		defer b.Abort()
-		for _, t := range proven {
-			r := t.Agg.Latest
-			var lat, lng *float64
-			if r.HasLat {
-				lat = &r.Lat
-			}
-			if r.HasLng {
-				lng = &r.Lng
-			}
-			if err := b.Append(r.VariableID, r.DeviceID, r.DeviceLabel, r.VariableLabel, r.TsMs, floorSec(r.TsMs), r.Value, r.Context, lat, lng, version); err != nil {
-				return err
-			}
-		}
-		return b.Send()
-	}); err != nil {
-		return fmt.Errorf("write %d rows of %s from the loaded points: %w", len(proven), TableLatest, err)
 	}
-	c.metrics.rows.WithLabelValues(TableLatest).Add(float64(len(proven)))
-	return nil
+	return b.Send()
 }
 
 // insertHourly sends the hours of proven as one INSERT, built and flushed
@@ -210,7 +242,7 @@ func (c *Client) insertHourly(ctx context.Context, proven []pipeline.Touched, ve
 		return err
 	}
 	defer b.Abort()
-	var h hourlyCols
+	h := newHourlyCols(hourlyBlock)
 	flush := func() error {
 		for i, col := range []any{h.vid, h.dev, h.hour, h.count, h.sum, h.lo, h.hi, h.fv, h.lv, h.fts, h.lts, h.ver} {
 			if err := b.Column(i).Append(col); err != nil {
@@ -225,10 +257,10 @@ func (c *Client) insertHourly(ctx context.Context, proven []pipeline.Touched, ve
 			// The hour's device is its newest point's: a variable's points
 			// of one pass share their device.
 			h.vid, h.dev = append(h.vid, t.VariableID), append(h.dev, t.Agg.Latest.DeviceID)
-			h.hour, h.count = append(h.hour, a.HourMs/1000), append(h.count, a.Count)
+			h.hour, h.count = append(h.hour, a.HourMs()/1000), append(h.count, uint64(a.Count))
 			h.sum, h.lo, h.hi = append(h.sum, a.Sum), append(h.lo, a.Min), append(h.hi, a.Max)
 			h.fv, h.lv = append(h.fv, a.FirstValue), append(h.lv, a.LastValue)
-			h.fts, h.lts = append(h.fts, a.FirstTsMs), append(h.lts, a.LastTsMs)
+			h.fts, h.lts = append(h.fts, a.FirstTsMs()), append(h.lts, a.LastTsMs())
 			h.ver = append(h.ver, version)
 			if len(h.vid) == hourlyBlock {
 				if err := flush(); err != nil {

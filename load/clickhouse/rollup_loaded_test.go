@@ -21,8 +21,8 @@ func aggregated(tr pipeline.Touched, rows []pipeline.Row) pipeline.Touched {
 	a := &pipeline.Aggregates{Rows: int64(len(rows))}
 	for h, rs := range byHour {
 		slices.SortFunc(rs, func(x, y pipeline.Row) int { return int(x.TsMs - y.TsMs) })
-		ha := pipeline.HourAgg{HourMs: h, Count: uint64(len(rs)), Min: math.Inf(1), Max: math.Inf(-1),
-			FirstValue: rs[0].Value, LastValue: rs[len(rs)-1].Value, FirstTsMs: rs[0].TsMs, LastTsMs: rs[len(rs)-1].TsMs}
+		ha := pipeline.HourAgg{Hour: int32(h / hour), Count: uint32(len(rs)), Min: math.Inf(1), Max: math.Inf(-1),
+			FirstValue: rs[0].Value, LastValue: rs[len(rs)-1].Value, FirstMs: uint32(rs[0].TsMs - h), LastMs: uint32(rs[len(rs)-1].TsMs - h)}
 		for _, r := range rs {
 			ha.Sum += r.Value
 			ha.Min, ha.Max = math.Min(ha.Min, r.Value), math.Max(ha.Max, r.Value)
@@ -35,7 +35,7 @@ func aggregated(tr pipeline.Touched, rows []pipeline.Row) pipeline.Touched {
 			}
 		}
 	}
-	slices.SortFunc(a.Hours, func(x, y pipeline.HourAgg) int { return int(x.HourMs - y.HourMs) })
+	slices.SortFunc(a.Hours, func(x, y pipeline.HourAgg) int { return int(x.Hour - y.Hour) })
 	tr.Agg = a
 	return tr
 }
