@@ -104,7 +104,12 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 		}
 	}
 	<-done
-	// One line, as every error the CLI prints.
+	return joinTables(hourlyErr, latestErr)
+}
+
+// joinTables is the error of writing both rollup tables side by side: one
+// line, as every error the CLI prints.
+func joinTables(hourlyErr, latestErr error) error {
 	switch {
 	case hourlyErr != nil && latestErr != nil:
 		return fmt.Errorf("%w; %w", hourlyErr, latestErr)

@@ -202,13 +202,7 @@ func (c *Client) writeLoaded(ctx context.Context, proven []pipeline.Touched, ver
 		c.metrics.rows.WithLabelValues(TableLatest).Add(float64(len(proven)))
 	}
 	<-done
-	switch {
-	case hourlyErr != nil && latestErr != nil:
-		return fmt.Errorf("%w; %w", hourlyErr, latestErr)
-	case hourlyErr != nil:
-		return hourlyErr
-	}
-	return latestErr
+	return joinTables(hourlyErr, latestErr)
 }
 
 // insertLatest sends the latest rows of proven as one INSERT.
