@@ -86,22 +86,18 @@ func aggWindow(a *pipeline.Aggregates) window {
 	return window{a.Hours[0].HourMs(), a.Hours[len(a.Hours)-1].HourMs() + pipeline.HourMs}
 }
 
-// The check counts each variable's rows from its batch's start on, which
-// may be earlier than the variable's own first hour (batches keeps them
-// within batchSlack): a row there fails the check, which only costs a
-// recompute, while all the variables of the batch share one condition (a
-// per-variable start, by transform(), cost the statement a third of its
-// time). Counting from the start on, with no end, also proves the latest:
-// a count equal to the rows aggregated leaves no room for a newer row.
-
-// countBatch counts the rows of all the variables of b.
+// countBatch counts the rows of all the variables of b from the batch's
+// start on, which may be earlier than a variable's own first hour (batches
+// keeps them within batchSlack): a row there fails the check, which only
+// costs a recompute, while the variables share one condition (a start per
+// variable, by transform(), cost the statement a third of its time).
 func (c *Client) countBatch(ctx context.Context, b batch) (int64, error) {
 	var n uint64
 	err := c.conn.QueryRow(ctx, "SELECT count() FROM "+c.Table(TableDatapoints)+" PREWHERE "+pointsWhere(quotedList(b.ids), b.from, 0)).Scan(&n)
 	return int64(n), err
 }
 
-// countEach counts the rows of each variable of b.
+// countEach counts the rows of each variable of b, as countBatch does.
 func (c *Client) countEach(ctx context.Context, b batch) (map[string]int64, error) {
 	rows, err := c.conn.Query(ctx, "SELECT variable_id, count() FROM "+c.Table(TableDatapoints)+
 		" PREWHERE "+pointsWhere(quotedList(b.ids), b.from, 0)+" GROUP BY variable_id")
