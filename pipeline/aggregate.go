@@ -91,6 +91,12 @@ type Aggregates struct {
 	Latest Row
 	// Rows is the number of rows aggregated, the sum of the hours' counts.
 	Rows int64
+	// First says the variable had no mark: the table should hold no row
+	// of it but these, so a Rollup may count all of its rows, which
+	// proves the same and spares reading a timestamp column. Rows a crash
+	// or another writer left make that count fail, which only costs a
+	// recompute.
+	First bool
 }
 
 // spanAgg is the aggregate of one Span's rows, computed by the loader from

@@ -49,6 +49,9 @@ func TestEngineHandsTheRollupTheAggregatesOfWhatItLoaded(t *testing.T) {
 			// 5000 points 1 s apart: two hours of each variable's points
 			// straddle an hour boundary.
 			src, targets := fixture(5, 5000, 1_700_000_000_000)
+			// A mark below the window: the table may hold the variable's
+			// older rows, so its aggregates are not First.
+			targets[1].HasMark, targets[1].Mark = true, Mark{HwmMs: targets[1].Start - 1}
 			w := &memWriter{rows: map[string]map[int64]Row{}}
 			st := &memStore{marks: map[string]Mark{}}
 			ru := &memRollup{st: st, touched: map[string]Touched{}}
@@ -71,6 +74,9 @@ func TestEngineHandsTheRollupTheAggregatesOfWhatItLoaded(t *testing.T) {
 				newest := pts[len(pts)-1]
 				if l := got.Agg.Latest; l.TsMs != newest.TsMs || l.Value != newest.Value || l.Context != string(newest.Context) || l.VariableID != tg.Variable.ID || l.DeviceLabel != "dev" {
 					t.Errorf("%s: latest %+v, want the newest point %+v", tg.Variable.ID, l, newest)
+				}
+				if got.Agg.First == tg.HasMark {
+					t.Errorf("%s: First is %v with a mark %v, want it only without one", tg.Variable.ID, got.Agg.First, tg.HasMark)
 				}
 				if got.Agg.Rows != int64(len(pts)) {
 					t.Errorf("%s: %d rows aggregated, want %d", tg.Variable.ID, got.Agg.Rows, len(pts))

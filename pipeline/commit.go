@@ -23,6 +23,7 @@ func (p *pass) releaseLocked(t *targetState) {
 		// not offered, which spares the Rollup a check bound to fail.
 		if t.err == nil && !(t.HasMark && t.start <= t.Mark.HwmMs) {
 			if touched.Agg = aggregatesOf(t.aggs, t.points); touched.Agg != nil {
+				touched.Agg.First = !t.HasMark
 				p.heldHours += len(touched.Agg.Hours)
 				if p.heldHours >= maxHeldHours {
 					select {
@@ -106,18 +107,31 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var next time.Time // no commit before next
+	paced := func() {
+		start := time.Now()
+		if rolled := p.commit(ctx); rolled > 0 {
+			next = start.Add(min(rolled*(rollupPace+1), maxCommitGap))
+		}
+	}
 	for {
 		select {
 		case <-p.held:
-			p.commit(ctx)
+			// Completions go on signalling while the committer wakes, so a
+			// signal can outlive the commit that took their hours: only
+			// hours still over the bound call for one. A commit of the few
+			// variables completed meanwhile would cost the rollup tables
+			// their new parts for nothing.
+			p.mu.Lock()
+			over := p.heldHours >= maxHeldHours
+			p.mu.Unlock()
+			if over {
+				paced()
+			}
 		case <-tick.C:
 			if time.Now().Before(next) {
 				continue
 			}
-			start := time.Now()
-			if rolled := p.commit(ctx); rolled > 0 {
-				next = start.Add(min(rolled*(rollupPace+1), maxCommitGap))
-			}
+			paced()
 		case <-stop:
 			p.commit(ctx)
 			return

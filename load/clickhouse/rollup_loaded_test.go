@@ -42,8 +42,21 @@ func aggregated(tr pipeline.Touched, rows []pipeline.Row) pipeline.Touched {
 
 // Aggregates handed by the engine are written as they are only where the
 // table holds exactly their rows; every other variable is recomputed, and
-// both tables stay exact either way.
+// both tables stay exact either way. Aggregates marked First are counted
+// over all of their variable's rows, so a row before their first hour
+// also sends the variable to the recompute; the others are counted from
+// that hour on.
 func TestRollupsFromLoadedAggregatesAreWrittenOnlyWhereTheTableProvesThem(t *testing.T) {
+	for _, first := range []bool{false, true} {
+		name := "counted from the first hour"
+		if first {
+			name = "counted whole (first load)"
+		}
+		t.Run(name, func(t *testing.T) { testRollupsFromLoaded(t, first) })
+	}
+}
+
+func testRollupsFromLoaded(t *testing.T, first bool) {
 	c := clickhouse.OpenTestClient(t)
 	series := func(id, dev string, from int64, n int, step int64, withPos bool) []pipeline.Row {
 		var out []pipeline.Row
@@ -61,32 +74,41 @@ func TestRollupsFromLoadedAggregatesAreWrittenOnlyWhereTheTableProvesThem(t *tes
 	// hour "older" will load into, a newer point than "newer" will load,
 	// and every point "reread" will load again.
 	reread := series("reread", "d3", base, 120, 61_000, false)
+	// "earlier" has a point two hours before the hours it will load: only a
+	// count of all its rows sees it, and it does not change those hours.
 	prior := []pipeline.Row{
 		{VariableID: "older", DeviceID: "d2", DeviceLabel: "dev-d2", VariableLabel: "label-older", TsMs: base + 10, Value: 99, Context: "{}"},
 		{VariableID: "newer", DeviceID: "d4", DeviceLabel: "dev-d4", VariableLabel: "label-newer", TsMs: base + 9*hour, Value: -7, Context: "{}"},
+		{VariableID: "earlier", DeviceID: "d5", DeviceLabel: "dev-d5", VariableLabel: "label-earlier", TsMs: base - 2*hour, Value: 3, Context: "{}"},
 	}
 	recompute(t, c, write(t, c, append(prior, reread...)...))
 
 	fresh := series("fresh", "d1", base+5, 200, 59_000, true)
 	older := series("older", "d2", base+20, 150, 60_000, false)
 	newer := series("newer", "d4", base, 100, 60_000, false)
+	earlier := series("earlier", "d5", base, 90, 60_000, false)
 	var all []pipeline.Row
-	for _, s := range [][]pipeline.Row{fresh, older, newer, reread} {
+	for _, s := range [][]pipeline.Row{fresh, older, newer, reread, earlier} {
 		all = append(all, s...)
 	}
 	touched := write(t, c, all...)
-	byID := map[string][]pipeline.Row{"fresh": fresh, "older": older, "newer": newer, "reread": reread}
+	byID := map[string][]pipeline.Row{"fresh": fresh, "older": older, "newer": newer, "reread": reread, "earlier": earlier}
 	for i, tr := range touched {
 		touched[i] = aggregated(tr, byID[tr.VariableID])
+		touched[i].Agg.First = first
 	}
 	loaded0, recomputed0 := clickhouse.RollupPaths(t, c)
 	recompute(t, c, touched)
 	loaded, recomputed := clickhouse.RollupPaths(t, c)
-	if loaded-loaded0 != 1 || recomputed-recomputed0 != 3 {
-		t.Errorf("written from the loaded aggregates %v, recomputed %v; want 1 (fresh) and 3 (older, newer, reread)", loaded-loaded0, recomputed-recomputed0)
+	wantLoaded, wantRecomputed, want := 2.0, 3.0, "2 (fresh, earlier) and 3 (older, newer, reread)"
+	if first {
+		wantLoaded, wantRecomputed, want = 1, 4, "1 (fresh) and 4 (older, newer, reread, earlier)"
 	}
-	if h, l := rolluptest.Check(t, c); h < 10 || l != 4 {
-		t.Errorf("compared %d hourly and %d latest rows, want at least 10 and 4", h, l)
+	if loaded-loaded0 != wantLoaded || recomputed-recomputed0 != wantRecomputed {
+		t.Errorf("written from the loaded aggregates %v, recomputed %v; want %s", loaded-loaded0, recomputed-recomputed0, want)
+	}
+	if h, l := rolluptest.Check(t, c); h < 10 || l != 5 {
+		t.Errorf("compared %d hourly and %d latest rows, want at least 10 and 5", h, l)
 	}
 
 	// The check is what keeps them exact: aggregates that disagree with the
@@ -94,6 +116,7 @@ func TestRollupsFromLoadedAggregatesAreWrittenOnlyWhereTheTableProvesThem(t *tes
 	late := pipeline.Row{VariableID: "fresh", DeviceID: "d1", DeviceLabel: "dev-d1", VariableLabel: "label-fresh", TsMs: base + 7, Value: 1e6, Context: "{}"}
 	write(t, c, late)
 	stale := aggregated(touched[0], fresh) // says nothing of the late point
+	stale.Agg.First = first
 	if stale.VariableID != "fresh" {
 		t.Fatalf("touched[0] is %s, want fresh", stale.VariableID)
 	}
