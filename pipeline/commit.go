@@ -109,7 +109,7 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 	var next time.Time // no commit before next
 	paced := func() {
 		start := time.Now()
-		if rolled := p.commit(ctx); rolled > 0 {
+		if rolled := p.commit(ctx, false); rolled > 0 {
 			next = start.Add(min(rolled*(rollupPace+1), maxCommitGap))
 		}
 	}
@@ -133,7 +133,7 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 			}
 			paced()
 		case <-stop:
-			p.commit(ctx)
+			p.commit(ctx, true)
 			return
 		}
 	}
@@ -142,14 +142,14 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 // commit recomputes the rollups of the targets completed since the last
 // commit, then writes the ready marks. The rollups go first so that a
 // crash between the load and the rollup leaves the marks behind: the next
-// cycle reads those windows again and recomputes their hours. It returns
-// how long the recompute took.
-func (p *pass) commit(ctx context.Context) time.Duration {
+// cycle reads those windows again and recomputes their hours. last says
+// the loads are over. It returns how long the recompute took.
+func (p *pass) commit(ctx context.Context, last bool) time.Duration {
 	p.mu.Lock()
-	marks, touched := p.ready, p.touched
+	marks, touched, hours := p.ready, p.touched, p.heldHours
 	p.ready, p.touched, p.heldHours = nil, nil, 0
 	p.mu.Unlock()
-	rolled, err := p.rollUp(ctx, touched)
+	rolled, err := p.rollUp(ctx, touched, last && hours >= splitHours)
 	if err != nil {
 		p.e.log.Error("recomputing the rollups failed; the marks of these variables stay where they were, so the next cycle reads their windows again and recomputes them",
 			zap.Int("variables", len(touched)), zap.Int("marks", len(marks)), zap.Error(err))

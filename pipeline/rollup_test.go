@@ -3,8 +3,10 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 )
 
 // memRollup records the ranges it is asked to recompute, and which of
@@ -74,5 +76,116 @@ func TestEngineLeavesTheMarksWhenTheRollupFails(t *testing.T) {
 	}
 	if len(ru.touched) != 3 {
 		t.Errorf("rollup asked for %d variables, want 3", len(ru.touched))
+	}
+}
+
+// halvesRollup records each Recompute call's variables. When meet is set,
+// a call returns only once two calls have started, so calls made one after
+// the other fail instead of passing by luck.
+type halvesRollup struct {
+	st    *memStore
+	meet  bool
+	fail  map[string]error // by the first variable of a call
+	mu    sync.Mutex
+	calls [][]string
+	early []string
+	both  chan struct{} // closed when the second call starts
+}
+
+func (r *halvesRollup) Recompute(_ context.Context, touched []Touched) error {
+	ids := make([]string, len(touched))
+	for i, t := range touched {
+		ids[i] = t.VariableID
+	}
+	marks, _ := r.st.Load(context.Background())
+	r.mu.Lock()
+	r.calls = append(r.calls, ids)
+	for _, id := range ids {
+		if _, ok := marks[id]; ok {
+			r.early = append(r.early, id)
+		}
+	}
+	if r.meet && len(r.calls) == 2 {
+		close(r.both)
+	}
+	r.mu.Unlock()
+	if r.meet {
+		select {
+		case <-r.both:
+		case <-time.After(10 * time.Second):
+			return errors.New("the other half never started beside this one")
+		}
+	}
+	return r.fail[ids[0]]
+}
+
+// The last commit of a pass, after the loads, hands a large set of loaded
+// hours to the Rollup as two halves by variable id, side by side, and
+// commits the marks only after both; a small one, or any commit while the
+// loads run, goes in one call.
+func TestLastCommitRecomputesLargeSetsInTwoHalvesSideBySide(t *testing.T) {
+	ids := []string{"v07", "v03", "v11", "v01", "v09", "v05", "v02"}
+	run := func(t *testing.T, last bool, hours int, ru *halvesRollup) (*pass, *memStore) {
+		t.Helper()
+		st := &memStore{marks: map[string]Mark{}}
+		ru.st = st
+		p := &pass{e: NewEngine(nil, nil, st, EngineOptions{Rollup: ru}, nil, nil, nil)}
+		for _, id := range ids {
+			p.touched = append(p.touched, Touched{VariableID: id, Agg: &Aggregates{Hours: make([]HourAgg, 1)}})
+			p.ready = append(p.ready, Mark{VariableID: id, HwmMs: 1})
+		}
+		p.heldHours = hours
+		p.commit(context.Background(), last)
+		return p, st
+	}
+
+	t.Run("large, last", func(t *testing.T) {
+		ru := &halvesRollup{meet: true, both: make(chan struct{})}
+		p, st := run(t, true, splitHours, ru)
+		if p.commitErr != nil {
+			t.Fatal(p.commitErr)
+		}
+		if len(ru.calls) != 2 {
+			t.Fatalf("%d calls %v, want two halves", len(ru.calls), ru.calls)
+		}
+		low, high := ru.calls[0], ru.calls[1]
+		if low[0] > high[0] {
+			low, high = high, low
+		}
+		if want := []string{"v01", "v02", "v03"}; !slices.Equal(low, want) {
+			t.Errorf("low half %v, want %v", low, want)
+		}
+		if want := []string{"v05", "v07", "v09", "v11"}; !slices.Equal(high, want) {
+			t.Errorf("high half %v, want %v", high, want)
+		}
+		if len(ru.early) > 0 || len(st.marks) != len(ids) {
+			t.Errorf("marks of %v committed before their rollups; %d marks committed, want %d", ru.early, len(st.marks), len(ids))
+		}
+	})
+
+	t.Run("large, last, one half fails", func(t *testing.T) {
+		boom := errors.New("clickhouse refused the rollup")
+		ru := &halvesRollup{meet: true, both: make(chan struct{}), fail: map[string]error{"v05": boom}}
+		p, st := run(t, true, splitHours, ru)
+		if !errors.Is(p.commitErr, boom) {
+			t.Errorf("commit error %v, want the half's failure", p.commitErr)
+		}
+		if len(st.marks) != 0 {
+			t.Errorf("%d marks committed although a half of their rollups failed", len(st.marks))
+		}
+	})
+
+	for _, c := range []struct {
+		name  string
+		last  bool
+		hours int
+	}{{"small, last", true, splitHours - 1}, {"large, while loading", false, 10 * splitHours}} {
+		t.Run(c.name, func(t *testing.T) {
+			ru := &halvesRollup{}
+			run(t, c.last, c.hours, ru)
+			if len(ru.calls) != 1 || len(ru.calls[0]) != len(ids) {
+				t.Errorf("calls %v, want one with all %d variables", ru.calls, len(ids))
+			}
+		})
 	}
 }
