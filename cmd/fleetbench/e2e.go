@@ -162,6 +162,9 @@ type backfillStage struct {
 	// Of the 5 M backfill only: the same backfill with sync.rollups off,
 	// run after each, and what the analyst tables add to its wall time.
 	wallBare, extra, extraShare *figure
+	// The CPU the tables add, fleetsync's and the server's: a wall-time
+	// difference of two runs is noisy on a shared machine, CPU much less.
+	cpuExtra, cpuExtraShare *figure
 }
 
 func (st *backfillStage) prepare(ctx context.Context) error {
@@ -231,7 +234,9 @@ func (st *backfillStage) prepare(ctx context.Context) error {
 		st.wallBare = st.sec.fig("", "wall time of the same backfill with `sync.rollups: false`", "s", 2)
 		st.extra = st.sec.fig("", "wall time the analyst tables add (with them − without)", "s", 2)
 		st.extraShare = st.sec.fig("rollup-extra-e2e", "wall time the analyst tables add / wall time with them", "%", 1)
-		st.sec.note("The rollup time is the committer's time in the rollups, which overlaps the loads; what keeping the tables costs a backfill is the wall time they add, measured against the same backfill with `sync.rollups: false`, run beside each (a fresh database, the same fleetsim), the pairs alternating which goes first.")
+		st.cpuExtra = st.sec.fig("", "CPU the analyst tables add (fleetsync + clickhouse-server, with them − without)", "CPU-s", 2)
+		st.cpuExtraShare = st.sec.fig("", "CPU the analyst tables add / fleetsync + clickhouse-server CPU with them", "%", 1)
+		st.sec.note("The rollup time is the committer's time in the rollups, which overlaps the loads; what keeping the tables costs a backfill is the wall time they add, measured against the same backfill with `sync.rollups: false`, run beside each (a fresh database, the same fleetsim), the pairs alternating which goes first. Wall time on two shared cores varies by a second from run to run, so the CPU they add (fleetsync's and the server's, the server's from its /proc counters over the run) is shown beside it.")
 	}
 	st.perMinimum = st.sec.fig(st.tagged("requests-per-minimum"), "raw-series requests / the minimum the limit allows", "×", 2)
 	st.served = st.sec.fig(st.tagged("served-per-loaded"), "rows served by fleetsim / points loaded", "×", 2)
@@ -256,11 +261,11 @@ func (st *backfillStage) run(ctx context.Context, r int) error {
 	// The pairs alternate which run goes first: on this machine runs get
 	// faster as the server's memory warms up, so a pair that always ran
 	// the tables first would charge them for the warm-up.
-	var bare float64
+	var bare, bareCPU float64
 	bareFirst := st.wallBare != nil && r%2 == 1
 	if bareFirst {
 		var err error
-		if bare, err = st.runBare(ctx, r); err != nil {
+		if bare, bareCPU, err = st.runBare(ctx, r); err != nil {
 			return err
 		}
 	}
@@ -301,14 +306,17 @@ func (st *backfillStage) run(ctx context.Context, r int) error {
 		float64(res.maxRSS)/(1<<20), res.user, res.sys, res.chCPU, res.simCPU, others)
 	if st.wallBare != nil {
 		if !bareFirst {
-			if bare, err = st.runBare(ctx, r); err != nil {
+			if bare, bareCPU, err = st.runBare(ctx, r); err != nil {
 				return err
 			}
 		}
 		st.wallBare.add(bare)
 		st.extra.add(res.wall.Seconds() - bare)
 		st.extraShare.add(100 * (res.wall.Seconds() - bare) / res.wall.Seconds())
-		b.logf("%s run %d without the analyst tables: %.2fs (they add %.2fs)", st.tag, r+1, bare, res.wall.Seconds()-bare)
+		withCPU := own + res.chCPU
+		st.cpuExtra.add(withCPU - bareCPU)
+		st.cpuExtraShare.add(100 * (withCPU - bareCPU) / withCPU)
+		b.logf("%s run %d without the analyst tables: %.2fs (they add %.2fs and %.2f CPU-s of fleetsync and clickhouse)", st.tag, r+1, bare, res.wall.Seconds()-bare, withCPU-bareCPU)
 	}
 	if !st.noteRun {
 		st.noteRun = true
@@ -319,24 +327,24 @@ func (st *backfillStage) run(ctx context.Context, r int) error {
 }
 
 // runBare runs the backfill with sync.rollups off and returns its wall
-// time in seconds.
-func (st *backfillStage) runBare(ctx context.Context, r int) (float64, error) {
+// time in seconds and the CPU-s of fleetsync and the server.
+func (st *backfillStage) runBare(ctx context.Context, r int) (wall, cpu float64, err error) {
 	b := st.b
 	db := fmt.Sprintf("bench_%s_bare_%d", st.tag, r+1)
 	cfg := filepath.Join(b.dir, db+".yaml")
 	if err := b.syncConfig(cfg, st.sim.url, db, st.rpr, "rollups: false"); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	b.quiesce(ctx)
 	res, err := b.runSync(ctx, db, cfg, st.sim, db)
 	_, _ = b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if err := res.exact(st.want); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return res.wall.Seconds(), nil
+	return res.wall.Seconds(), res.user + res.sys + res.chCPU, nil
 }
 
 func (st *backfillStage) finish(context.Context) {
