@@ -1,6 +1,8 @@
 package clickhouse_test
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -125,4 +127,43 @@ func testRollupsFromLoaded(t *testing.T, first bool) {
 		t.Errorf("aggregates that miss a point of the table were written")
 	}
 	rolluptest.Check(t, c)
+}
+
+// A pass's last commit hands its variables to Recompute in two halves side
+// by side (pipeline.splitHours): each half's count and INSERTs run beside
+// the other's, and both tables stay exact, every variable written from its
+// aggregates.
+func TestRecomputeOfDisjointHalvesSideBySideIsExact(t *testing.T) {
+	c := clickhouse.OpenTestClient(t)
+	byID := map[string][]pipeline.Row{}
+	var all []pipeline.Row
+	for v := range 12 {
+		id := fmt.Sprintf("half%02d", v)
+		for i := range int64(300) {
+			r := pipeline.Row{VariableID: id, DeviceID: "d", DeviceLabel: "dev", VariableLabel: id, TsMs: base + i*997_000 + int64(v), Value: float64(v*1000) + float64(i%37), Context: "{}"}
+			byID[id] = append(byID[id], r)
+			all = append(all, r)
+		}
+	}
+	touched := write(t, c, all...)
+	for i, tr := range touched {
+		touched[i] = aggregated(tr, byID[tr.VariableID])
+		touched[i].Agg.First = true
+	}
+	loaded0, recomputed0 := clickhouse.RollupPaths(t, c)
+	errs := make(chan error, 2)
+	for _, half := range [][]pipeline.Touched{touched[:6], touched[6:]} {
+		go func() { errs <- c.Recompute(context.Background(), half) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("Recompute: %v", err)
+		}
+	}
+	if loaded, recomputed := clickhouse.RollupPaths(t, c); loaded-loaded0 != 12 || recomputed != recomputed0 {
+		t.Errorf("written from the loaded aggregates %v, recomputed %v; want all 12 from the aggregates", loaded-loaded0, recomputed-recomputed0)
+	}
+	if h, l := rolluptest.Check(t, c); h < 12*80 || l != 12 {
+		t.Errorf("compared %d hourly and %d latest rows, want at least %d and 12", h, l, 12*80)
+	}
 }
