@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
@@ -27,4 +28,26 @@ func ForEach(ctx context.Context, n, limit int, fn func(i int) error) []error {
 	}
 	wg.Wait()
 	return errs
+}
+
+// SideBySide runs a and b concurrently and returns both failures as one
+// error on one line (a's first), as every error the CLI prints: for two
+// independent writes whose failures both matter, such as the two rollup
+// tables, or two halves of a commit's variables.
+func SideBySide(a, b func() error) error {
+	var aErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		aErr = a()
+	}()
+	bErr := b()
+	<-done
+	switch {
+	case aErr != nil && bErr != nil:
+		return fmt.Errorf("%w; %w", aErr, bErr)
+	case aErr != nil:
+		return aErr
+	}
+	return bErr
 }

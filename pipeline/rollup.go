@@ -96,19 +96,7 @@ func (p *pass) recomputeHalves(ctx context.Context, touched []Touched) error {
 	sorted := slices.Clone(touched)
 	slices.SortFunc(sorted, func(a, b Touched) int { return strings.Compare(a.VariableID, b.VariableID) })
 	low, high := sorted[:len(sorted)/2], sorted[len(sorted)/2:]
-	var lowErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		lowErr = p.e.opts.Rollup.Recompute(ctx, low)
-	}()
-	highErr := p.e.opts.Rollup.Recompute(ctx, high)
-	<-done
-	switch {
-	case lowErr != nil && highErr != nil:
-		return fmt.Errorf("%w; %w", lowErr, highErr)
-	case lowErr != nil:
-		return lowErr
-	}
-	return highErr
+	return SideBySide(
+		func() error { return p.e.opts.Rollup.Recompute(ctx, low) },
+		func() error { return p.e.opts.Rollup.Recompute(ctx, high) })
 }

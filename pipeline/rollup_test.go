@@ -189,3 +189,22 @@ func TestLastCommitRecomputesLargeSetsInTwoHalvesSideBySide(t *testing.T) {
 		})
 	}
 }
+
+// SideBySide keeps both failures, on one line, and runs the two together.
+func TestSideBySideJoinsBothFailuresOnOneLine(t *testing.T) {
+	a, b := errors.New("hourly refused"), errors.New("latest refused")
+	started := make(chan struct{})
+	err := SideBySide(func() error { <-started; return a }, func() error { close(started); return b })
+	if !errors.Is(err, a) || !errors.Is(err, b) || err.Error() != "hourly refused; latest refused" {
+		t.Errorf("got %q, want both failures, a's first, on one line", err)
+	}
+	if err := SideBySide(func() error { return nil }, func() error { return b }); err != b {
+		t.Errorf("got %v, want b's failure alone", err)
+	}
+	if err := SideBySide(func() error { return a }, func() error { return nil }); err != a {
+		t.Errorf("got %v, want a's failure alone", err)
+	}
+	if err := SideBySide(func() error { return nil }, func() error { return nil }); err != nil {
+		t.Errorf("got %v, want nil", err)
+	}
+}

@@ -79,44 +79,29 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 	// The two tables are independent: their statements run side by side,
 	// on two of the pool's connections, since each is one thread's work
 	// on the server.
-	var hourlyErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	hourly := func() error {
 		for _, b := range batches(touched, func(t pipeline.Touched) window {
 			return window{pipeline.HourStart(t.FromMs), pipeline.HourStart(t.ToMs) + pipeline.HourMs}
 		}) {
 			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
 				return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.NextVersion()))
 			}); err != nil {
-				hourlyErr = fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(b.ids), msUTC(b.from), msUTC(b.to), err)
-				return
+				return fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(b.ids), msUTC(b.from), msUTC(b.to), err)
 			}
 		}
-	}()
-	var latestErr error
-	for _, b := range batches(touched, func(t pipeline.Touched) window { return window{from: pipeline.HourStart(t.ToMs)} }) {
-		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
-			return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.NextVersion()))
-		}); err != nil {
-			latestErr = fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(b.ids), msUTC(b.from), err)
-			break
+		return nil
+	}
+	latest := func() error {
+		for _, b := range batches(touched, func(t pipeline.Touched) window { return window{from: pipeline.HourStart(t.ToMs)} }) {
+			if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
+				return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.NextVersion()))
+			}); err != nil {
+				return fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(b.ids), msUTC(b.from), err)
+			}
 		}
+		return nil
 	}
-	<-done
-	return joinTables(hourlyErr, latestErr)
-}
-
-// joinTables is the error of writing both rollup tables side by side: one
-// line, as every error the CLI prints.
-func joinTables(hourlyErr, latestErr error) error {
-	switch {
-	case hourlyErr != nil && latestErr != nil:
-		return fmt.Errorf("%w; %w", hourlyErr, latestErr)
-	case hourlyErr != nil:
-		return hourlyErr
-	}
-	return latestErr
+	return pipeline.SideBySide(hourly, latest)
 }
 
 // window is a range of POSIX ms, [from, to); to is 0 for "to the end".

@@ -229,28 +229,25 @@ func (c *Client) writeLoaded(ctx context.Context, proven []pipeline.Touched, ver
 	// The two INSERTs are independent and run side by side, as the
 	// recompute's statements do: at the end of a pass nothing else waits
 	// on the committer, and the latest rows need not wait for the hours.
-	var hourlyErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	hourly := func() error {
 		if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
 			return c.insertHourly(ctx, proven, version)
 		}); err != nil {
-			hourlyErr = fmt.Errorf("write %d rows of %s from the loaded points: %w", n, TableHourly, err)
-			return
+			return fmt.Errorf("write %d rows of %s from the loaded points: %w", n, TableHourly, err)
 		}
 		c.metrics.rows.WithLabelValues(TableHourly).Add(float64(n))
-	}()
-	latestErr := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
-		return c.insertLatest(ctx, proven, version)
-	})
-	if latestErr != nil {
-		latestErr = fmt.Errorf("write %d rows of %s from the loaded points: %w", len(proven), TableLatest, latestErr)
-	} else {
-		c.metrics.rows.WithLabelValues(TableLatest).Add(float64(len(proven)))
+		return nil
 	}
-	<-done
-	return joinTables(hourlyErr, latestErr)
+	latest := func() error {
+		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
+			return c.insertLatest(ctx, proven, version)
+		}); err != nil {
+			return fmt.Errorf("write %d rows of %s from the loaded points: %w", len(proven), TableLatest, err)
+		}
+		c.metrics.rows.WithLabelValues(TableLatest).Add(float64(len(proven)))
+		return nil
+	}
+	return pipeline.SideBySide(hourly, latest)
 }
 
 // insertLatest sends the latest rows of proven as one INSERT.
