@@ -14,6 +14,15 @@ type liveState struct {
 
 const liveTick = 100 * time.Millisecond
 
+// maxLiveStep bounds the time one step adds points for. A step late
+// behind its tick (a loaded machine, a stop in a debugger) would
+// otherwise add every point due meanwhile at once, and a late point costs
+// a copy of its variable's overlay: a step longer than the last made the
+// next longer still, until one held the lock for minutes (a CI run's
+// TestReadsStreamWhileLivePointsArrive timed out so). Live rates are best
+// effort past it.
+const maxLiveStep = time.Second
+
 // runLive adds points at the configured rates until Close.
 func (s *Sim) runLive() {
 	defer close(s.done)
@@ -38,6 +47,7 @@ func (s *Sim) liveStep(dt float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	l := &s.live
+	dt = min(dt, maxLiveStep.Seconds())
 	l.newDue += dt * s.opts.Live.PointsPerSecond
 	l.lateDue += dt * s.opts.Live.LatePointsPerSecond
 	maxAge := s.opts.Live.LateMaxAge

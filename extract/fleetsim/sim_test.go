@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand"
 	"reflect"
 	"runtime"
 	"strings"
@@ -397,5 +398,28 @@ func TestReadsStreamWhileLivePointsArrive(t *testing.T) {
 				t.Fatalf("variable %s: points out of order or duplicated at %d", id, i)
 			}
 		}
+	}
+}
+
+// A step long behind its tick adds the points of maxLiveStep, not of the
+// whole delay: catching up at once made each step on a loaded machine
+// longer than the last.
+func TestLiveStepCatchesUpAtMostMaxLiveStep(t *testing.T) {
+	s, err := New(Options{Devices: 2, Variables: 2, Points: 100, Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// No live rates at New, so no live goroutine: the steps below are the
+	// only ones.
+	s.opts.Live = LiveOptions{PointsPerSecond: 100, LatePointsPerSecond: 50}
+	s.live.rnd = rand.New(rand.NewSource(1))
+	s.liveStep(60)
+	if want := int(100 * maxLiveStep.Seconds()); s.live.added != want || s.live.lateAdded != want/2 {
+		t.Errorf("a minute-late step added %d new and %d late points, want %d and %d", s.live.added, s.live.lateAdded, want, want/2)
+	}
+	s.liveStep(0.5)
+	if s.live.added != 150 || s.live.lateAdded != 75 {
+		t.Errorf("and a half-second step: %d new and %d late points, want 150 and 75", s.live.added, s.live.lateAdded)
 	}
 }
