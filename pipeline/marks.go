@@ -14,6 +14,18 @@ type Outcome struct {
 	FutureMs int64
 }
 
+// MergeMark is the never-backwards rule every StateStore applies when a
+// commit meets a stored mark: the given mark replaces the stored one
+// unless the stored one is further ahead. At equal marks the later read
+// (its CheckedMs) wins, whichever committed last, as the ClickHouse store's
+// version and argMax do; a mark is kept whole, never mixed from two reads.
+func MergeMark(stored Mark, ok bool, m Mark) Mark {
+	if ok && (stored.HwmMs > m.HwmMs || (stored.HwmMs == m.HwmMs && stored.CheckedMs > m.CheckedMs)) {
+		return stored
+	}
+	return m
+}
+
 // MarkFunc decides the mark committed for a completed target. ok false
 // commits nothing.
 type MarkFunc func(t Target, o Outcome) (m Mark, ok bool)

@@ -118,12 +118,28 @@ func targetsOf(cuts []cutFrame) []*targetState {
 }
 
 // remainderReads are the reads of the ends of req's window left by cut
-// frames whose inner window a count proved whole (they share it).
+// frames whose counts proved an inner window whole. Frames proven by the
+// same window share their reads; each other window plans its own, so a
+// frame's re-reads never depend on which other frames shared its request,
+// or in which order.
 func (p *pass) remainderReads(req *request, cuts []cutFrame) []*request {
-	targets := targetsOf(cuts)
+	type inner struct{ lo, hi int64 }
+	var order []inner
+	byWindow := map[inner][]cutFrame{}
+	for _, c := range cuts {
+		k := inner{c.innerLo, c.innerHi}
+		if _, ok := byWindow[k]; !ok {
+			order = append(order, k)
+		}
+		byWindow[k] = append(byWindow[k], c)
+	}
 	var next []*request
-	for _, w := range remainder(req.start, req.end, req.seriesEnd(), req.open, p.e.opts.RowsPerRequest, cuts[0].innerLo, cuts[0].innerHi, cuts) {
-		next = append(next, &request{targets: targets, start: w.start, end: w.end, open: w.open})
+	for _, k := range order {
+		group := byWindow[k]
+		targets := targetsOf(group)
+		for _, w := range remainder(req.start, req.end, req.seriesEnd(), req.open, p.e.opts.RowsPerRequest, k.lo, k.hi, group) {
+			next = append(next, &request{targets: targets, start: w.start, end: w.end, open: w.open})
+		}
 	}
 	return next
 }

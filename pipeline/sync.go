@@ -218,7 +218,8 @@ func (s *Syncer) absorb(sum *Summary, res RunResult) {
 // Backfill re-extracts [from, to] (POSIX ms, inclusive) for the in-scope
 // variables, or those of the given devices. A mark moves only where the
 // backfill joined up with it: when the backfilled range starts at or below
-// the mark, everything up to the new mark is loaded.
+// the mark's lookback (or the floor), everything up to the new mark is
+// loaded, late points behind the mark included.
 func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string) (Summary, error) {
 	now := s.opts.Now()
 	sum := Summary{Started: now}
@@ -248,8 +249,12 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 		m, ok := marks[v.ID]
 		targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok})
 	}
+	lookback := s.opts.Lookback.Milliseconds()
 	markFn := func(t Target, o Outcome) (Mark, bool) {
-		joined := (t.HasMark && t.Start <= t.Mark.HwmMs) || (!t.HasMark && t.Start <= floor)
+		// Joined up means the backfill read all that the next cycle would
+		// have: from the mark's lookback on (a late point may have landed
+		// there since the mark was written), or from the floor.
+		joined := t.Start <= floor || (t.HasMark && t.Start <= t.Mark.HwmMs-lookback)
 		if !joined || o.MaxTs <= t.Mark.HwmMs {
 			return Mark{}, false
 		}

@@ -123,7 +123,7 @@ func (f *File) Commit(ctx context.Context, marks []pipeline.Mark) error {
 			m.UpdatedAt = now
 		}
 		old, ok := stored[m.VariableID]
-		stored[m.VariableID] = mergeMark(old, ok, m)
+		stored[m.VariableID] = pipeline.MergeMark(old, ok, m)
 	}
 	doc := fileDoc{Format: fileFormat, Marks: make(map[string]fileMark, len(stored))}
 	for id, m := range stored {

@@ -60,13 +60,3 @@ func (e *LeaseHeldError) Error() string {
 // Is makes errors.Is(err, ErrLeaseHeld) true.
 func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
 
-// mergeMark applies the never-backwards rule: the given mark replaces the
-// stored one unless the stored one is further ahead. At equal marks the
-// later read (its CheckedMs) wins, whichever committed last, as in the
-// ClickHouse store; a mark is kept whole, never mixed from two reads.
-func mergeMark(stored pipeline.Mark, ok bool, m pipeline.Mark) pipeline.Mark {
-	if ok && (stored.HwmMs > m.HwmMs || (stored.HwmMs == m.HwmMs && stored.CheckedMs > m.CheckedMs)) {
-		return stored
-	}
-	return m
-}

@@ -1,0 +1,338 @@
+package pipeline
+
+// The deterministic simulation of the whole sync, in the manner of
+// FoundationDB's and TigerBeetle's: the real Syncer, Engine, planner and
+// committer, driven by the models of sim_world_test.go, where every
+// behaviour the spec leaves open and every fault is drawn from a seed at
+// the moment it is met. Time is simulated, so a seed runs in milliseconds.
+//
+//	go test ./pipeline -run 'TestSimulation$'                  # the fixed seeds
+//	go test ./pipeline -run 'TestSimulation$' -seed N          # replay one
+//	go test ./pipeline -run 'TestSimulation$' -sim.seeds 100000 -sim.base 0 -v   # soak (make soak)
+//
+// After its steps, a seed waits out sync.idle_recheck and runs one quiet
+// cycle (no faults, no writes), then checks that the warehouse holds
+// exactly the source's points in retention; throughout, that no mark is
+// committed ahead of the clock or past a point its run did not store.
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var (
+	simSeed  = flag.Int64("seed", -1, "replay this one seed of TestSimulation")
+	simSeeds = flag.Int("sim.seeds", 2000, "how many seeds TestSimulation runs")
+	simBase  = flag.Int64("sim.base", 1, "the first seed TestSimulation runs; -1 picks one at random (make soak)")
+	simVars  = flag.Int("sim.vars", 0, "cap the seed's variables (a shrunk replay)")
+	simSteps = flag.Int("sim.steps", 0, "cap the seed's steps (a shrunk replay)")
+)
+
+// simScenario draws a seed's scenario; vars and steps, when positive, cap it.
+func simScenario(seed uint64, vars, steps int) simConfig {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	c := simConfig{
+		vars:      1 + r.IntN(10),
+		steps:     1 + r.IntN(6),
+		rows:      []int{3, 5, 8, 20, 50}[r.IntN(5)],
+		perReq:    1 + r.IntN(6),
+		inFlight:  1 + r.IntN(3),
+		workers:   1 + r.IntN(2),
+		batchRows: []int{1, 7, 100, 1 << 20}[r.IntN(4)],
+		cut:       simCut(r.IntN(5)),
+		order:     simOrder(r.IntN(4)),
+		la:        laReading(r.IntN(5)),
+		counts:    countMode(r.IntN(5)),
+		skipIdle:  r.IntN(4) > 0,
+		faults:    []float64{0, 0.5, 1, 2}[r.IntN(4)],
+		crashes:   r.IntN(2) == 0,
+	}
+	if r.IntN(2) == 0 {
+		// Half the seeds replay exactly: one fetcher, one loader.
+		c.inFlight, c.workers = 1, 1
+	}
+	if r.IntN(4) == 0 {
+		c.serviceShortMs = r.Int64N(2 * 3_600_000)
+	}
+	if vars > 0 {
+		c.vars = min(c.vars, vars)
+	}
+	if steps > 0 {
+		c.steps = min(c.steps, steps)
+	}
+	return c
+}
+
+// simResult is what one seed found.
+type simResult struct {
+	seed       uint64
+	cfg        simConfig
+	violations []string
+	trace      []string
+	exact      bool
+}
+
+func (r simResult) failed() bool { return len(r.violations) > 0 }
+
+// runSim runs one seed to its end and checks it.
+func runSim(seed uint64, vars, steps int) simResult {
+	cfg := simScenario(seed, vars, steps)
+	w := &simWorld{seed: seed, cfg: cfg, byID: map[string]*simVar{}, seen: map[string]int{},
+		stored: map[string]map[int64]float64{}, marks: map[string]Mark{}}
+	w.now.Store(simStart)
+	w.build()
+	for i := range cfg.steps {
+		w.step(i)
+	}
+	// The end: no more faults or writes; once sync.idle_recheck has passed
+	// since every read, one cycle must bring the warehouse level.
+	w.mu.Lock()
+	w.quiet = true
+	w.mu.Unlock()
+	w.now.Add(simRecheck.Milliseconds() + 60_000)
+	w.run(w.proc("final", false), func(s *Syncer, ctx context.Context) error {
+		sum, err := s.Cycle(ctx)
+		if err == nil && len(sum.Failed) > 0 {
+			err = sum.Failed[0]
+		}
+		return err
+	})
+	w.checkFinal()
+	return simResult{seed: seed, cfg: cfg, violations: w.violations, trace: w.trace, exact: cfg.serial() && !w.concurrent}
+}
+
+// build makes the fleet the seed starts with: per variable, its own
+// density (a few points over days, or thousands over minutes), some
+// reaching past the retention window.
+func (w *simWorld) build() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now.Load()
+	for i := range w.cfg.vars {
+		r := rand.New(rand.NewPCG(w.seed, uint64(1000+i)))
+		v := w.addVar(fmt.Sprintf("d%d", r.IntN(3)))
+		n := []int{0, 1, 10, 60, 300}[r.IntN(5)]
+		span := []int64{60_000, 3_600_000, 24 * 3_600_000, 11 * 24 * 3_600_000}[r.IntN(4)]
+		for range n {
+			w.write(v, now-r.Int64N(span), now-span)
+		}
+	}
+	w.logf("built %d variables", w.cfg.vars)
+}
+
+// step moves the clock, writes points, and runs one of the ways a sync
+// is run: a cycle (which may crash), a backfill beside a cycle, two shard
+// counts overlapping, or a backfill alone.
+func (w *simWorld) step(i int) {
+	r := rand.New(rand.NewPCG(w.seed, uint64(i)))
+	w.now.Add([]int64{1_000, 60_000, 5 * 60_000, 3_600_000, 3 * 3_600_000}[r.IntN(5)])
+	w.mu.Lock()
+	for range r.IntN(4) {
+		w.writeBurst(r, false)
+	}
+	w.mu.Unlock()
+	cycle := func(s *Syncer, ctx context.Context) error { _, err := s.Cycle(ctx); return err }
+	switch k := r.IntN(10); {
+	case k < 6:
+		w.logf("step %d: a cycle", i)
+		w.run(w.proc(fmt.Sprintf("cycle%d", i), w.cfg.crashes), cycle)
+	case k < 8:
+		now := w.now.Load()
+		// Half the backfills reach far back, half only into the lookback
+		// of the marks, where a backfill and the cycles' re-reads meet.
+		from := now - r.Int64N(12*24*3_600_000)
+		if r.IntN(2) == 0 {
+			from = now - r.Int64N(2*simLookback.Milliseconds())
+		}
+		to := from + r.Int64N(now-from+1)
+		w.logf("step %d: a backfill %d..%d beside a cycle", i, from-simStart, to-simStart)
+		w.concurrent = true
+		var wg sync.WaitGroup
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			w.run(w.proc(fmt.Sprintf("backfill%d", i), w.cfg.crashes), func(s *Syncer, ctx context.Context) error {
+				_, err := s.Backfill(ctx, from, to, nil)
+				return err
+			})
+		}()
+		go func() { defer wg.Done(); w.run(w.proc(fmt.Sprintf("cycle%d", i), w.cfg.crashes), cycle) }()
+		wg.Wait()
+	default:
+		w.logf("step %d: shards 1 and 2 overlapping", i)
+		w.concurrent = true
+		var wg sync.WaitGroup
+		for _, sh := range [][2]int{{0, 1}, {0, 2}, {1, 2}} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				p := w.proc(fmt.Sprintf("shard%d/%d-%d", sh[0], sh[1], i), w.cfg.crashes)
+				w.runShard(p, cycle, sh[0], sh[1])
+			}()
+		}
+		wg.Wait()
+	}
+}
+
+func (w *simWorld) proc(name string, crashable bool) *simProc {
+	return &simProc{w: w, name: name, crashable: crashable}
+}
+
+func (w *simWorld) run(p *simProc, fn func(*Syncer, context.Context) error) {
+	w.runShard(p, fn, 0, 1)
+}
+
+// runShard runs fn on a fresh Syncer of process p, as shard index of count.
+func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error, index, count int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w.mu.Lock()
+	p.cancel, p.startSeq = cancel, w.seq
+	w.mu.Unlock()
+	var src Source = simSource{p}
+	if w.cfg.counts != countsNone {
+		src = simCountingSource{simSource{p}}
+	}
+	opts := SyncOptions{
+		Engine: EngineOptions{RowsPerRequest: w.cfg.rows, VariablesPerRequest: w.cfg.perReq, MaxInFlight: w.cfg.inFlight,
+			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond},
+		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
+		ShardIndex: index, ShardCount: count,
+		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },
+	}
+	err := fn(NewSyncer(src, simWriter{p}, Stages{}, simStore{p}, opts, nil, nil), ctx)
+	w.mu.Lock()
+	w.logf("%s ended: %v", p.name, err)
+	w.mu.Unlock()
+}
+
+// checkFinal compares the warehouse with the source: every point of a
+// live variable the sync can reach is stored (stores checked the values
+// and that nothing else is).
+func (w *simWorld) checkFinal() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	lo, now := w.reachable(), w.now.Load()
+	for _, v := range w.vars {
+		if v.deleted {
+			continue
+		}
+		var missing []int64
+		for _, p := range v.points {
+			if p.ts < lo || p.ts > now {
+				continue
+			}
+			if _, ok := w.stored[v.id][p.ts]; !ok {
+				missing = append(missing, p.ts)
+			}
+		}
+		if len(missing) > 0 {
+			w.violate("after the quiet cycle %s lacks %d of its points in retention (first at %+d ms, mark %+v)",
+				v.id, len(missing), missing[0]-simStart, w.marks[v.id])
+		}
+	}
+}
+
+// shrink looks for the smallest caps of variables and steps under which
+// the seed still fails.
+func shrink(res simResult) (vars, steps int, smallest simResult) {
+	smallest, vars, steps = res, res.cfg.vars, res.cfg.steps
+	for s := 1; s <= res.cfg.steps; s++ {
+		for v := 1; v <= res.cfg.vars; v++ {
+			if v == res.cfg.vars && s == res.cfg.steps {
+				continue
+			}
+			if r := runSim(res.seed, v, s); r.failed() {
+				return v, s, r
+			}
+		}
+	}
+	return vars, steps, smallest
+}
+
+// report describes a failed seed with the command that replays it.
+func (r simResult) report(vars, steps int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d failed (%s)\n", r.seed, r.cfg)
+	replay := "replays exactly"
+	if !r.exact {
+		replay = "replays its choices; the interleaving of its goroutines or processes may differ, so run it a few times"
+	}
+	fmt.Fprintf(&b, "replay (%s): go test ./pipeline -run 'TestSimulation$' -seed %d -sim.vars %d -sim.steps %d -v\n", replay, r.seed, vars, steps)
+	for _, v := range r.violations {
+		fmt.Fprintf(&b, "  violation: %s\n", v)
+	}
+	tr := r.trace
+	if len(tr) > 60 {
+		tr = tr[len(tr)-60:]
+	}
+	for _, l := range tr {
+		fmt.Fprintf(&b, "  | %s\n", l)
+	}
+	return b.String()
+}
+
+// TestSimulation runs the fixed seeds (or -seed, or -sim.seeds fresh ones
+// from -sim.base -1): every seed must end exact.
+func TestSimulation(t *testing.T) {
+	if *simSeed >= 0 {
+		res := runSim(uint64(*simSeed), *simVars, *simSteps)
+		for _, l := range res.trace {
+			t.Log(l)
+		}
+		if res.failed() {
+			t.Fatal(res.report(res.cfg.vars, res.cfg.steps))
+		}
+		return
+	}
+	base := *simBase
+	if base < 0 {
+		base = rand.Int64N(1 << 40)
+	}
+	n := *simSeeds
+	start := time.Now()
+	seeds := make(chan uint64)
+	var mu sync.Mutex
+	var failed []simResult
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range seeds {
+				if res := runSim(s, *simVars, *simSteps); res.failed() {
+					mu.Lock()
+					failed = append(failed, res)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	for i := range n {
+		seeds <- uint64(base) + uint64(i)
+	}
+	close(seeds)
+	wg.Wait()
+	took := time.Since(start)
+	t.Logf("%d seeds from %d in %s: %.0f runs/s, %d failed", n, base, took.Round(time.Millisecond), float64(n)/took.Seconds(), len(failed))
+	if len(failed) == 0 {
+		return
+	}
+	sort.Slice(failed, func(i, j int) bool { return failed[i].seed < failed[j].seed })
+	var seedList []string
+	for _, f := range failed {
+		seedList = append(seedList, fmt.Sprint(f.seed))
+	}
+	first := failed[0]
+	v, s, small := shrink(first)
+	t.Fatalf("%d of %d seeds failed: %s\nthe first, %d (seed number %d of the run), shrunk to %d variables and %d steps:\n%s",
+		len(failed), n, strings.Join(seedList, " "), first.seed, first.seed-uint64(base)+1, v, s, small.report(v, s))
+}

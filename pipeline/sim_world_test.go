@@ -1,0 +1,756 @@
+package pipeline
+
+// The models the deterministic simulation (sim_test.go) drives the real
+// Syncer with: the service (simSource), the warehouse (simInsert) and the
+// state store (simStore), all over one simWorld. Every choice the spec
+// leaves open, and every fault, is drawn where it is made from the seed and
+// the content of the call (draw), never from the order in which goroutines
+// arrive, so a seed replays the same choices.
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// simPoint is one point of the model service.
+type simPoint struct {
+	ts    int64
+	value float64
+	// seq is the world's write counter when the point was written, wall
+	// the simulated time then.
+	seq, wall int64
+}
+
+type simVar struct {
+	id, device string
+	points     []simPoint // ascending ts, one point a millisecond
+	deleted    bool
+	// firstWall and lastWall are the simulated times of its first and last
+	// write; walked is lastActivity as the previous walk reported it.
+	firstWall, lastWall int64
+	walked              int64
+}
+
+// simCut is which points a frame cut by the limit keeps.
+type simCut int
+
+const (
+	cutNewest simCut = iota
+	cutOldest
+	cutAny
+	cutMixed    // newest or oldest, chosen per frame
+	cutPerFrame // any of the above, chosen per frame
+)
+
+// simOrder is the order a frame's rows are served in.
+type simOrder int
+
+const (
+	orderNewestFirst simOrder = iota
+	orderOldestFirst
+	orderShuffled
+	orderPerFrame
+)
+
+// laReading is what lastActivity means to the model service.
+type laReading int
+
+const (
+	laNewestTs  laReading = iota // the newest point's timestamp
+	laWriteTime                  // the time of the last write (moved by late points)
+	laNone                       // never reported
+	laFrozen                     // set by the first write, never moved again
+	laStale                      // what the previous walk said
+)
+
+// countMode is how the model service answers counts.
+type countMode int
+
+const (
+	countsExact       countMode = iota
+	countsFlaky                 // exact, or a retryable failure, or -1 for some variables
+	countsNone                  // the source cannot count at all
+	countsRefused               // every count fails permanently (a 4xx)
+	countsUnavailable           // -1 for every variable
+)
+
+// simConfig is one seed's scenario: the fleet's size, the engine's
+// options and which reading of the spec the service has.
+type simConfig struct {
+	vars, steps                     int
+	rows, perReq, inFlight, workers int
+	batchRows                       int
+	cut                             simCut
+	order                           simOrder
+	la                              laReading
+	counts                          countMode
+	skipIdle                        bool
+	faults                          float64 // scales every fault's probability
+	crashes                         bool
+	// serviceShortMs is how much shorter the service's retention is than
+	// the configured one (0: the same).
+	serviceShortMs int64
+}
+
+// serial reports whether the engine runs one fetcher and one loader, the
+// configuration whose runs replay exactly.
+func (c simConfig) serial() bool { return c.inFlight == 1 && c.workers == 1 }
+
+func (c simConfig) String() string {
+	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%d order=%d last_activity=%d counts=%d skip_idle=%v faults=%.2f crashes=%v service_short=%dms",
+		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.skipIdle, c.faults, c.crashes, c.serviceShortMs)
+}
+
+// The simulated sync's fixed settings.
+const (
+	simRetention = 10 * 24 * time.Hour
+	simMargin    = time.Minute
+	simLookback  = time.Hour
+	simRecheck   = 6 * time.Hour
+	simStart     = int64(1_750_000_000_000)
+)
+
+// simWorld is the service, the warehouse and the state store of one seed.
+type simWorld struct {
+	seed uint64
+	cfg  simConfig
+	now  atomic.Int64
+
+	mu     sync.Mutex
+	vars   []*simVar
+	byID   map[string]*simVar
+	seq    int64
+	seen   map[string]int
+	quiet  bool // no faults, no writes during runs, no shifting pages
+	stored map[string]map[int64]float64
+	marks  map[string]Mark
+	// violations are broken invariants found as they happen.
+	violations []string
+	trace      []string
+	nextVar    int
+	// concurrent is set once two processes ran side by side: their
+	// interleaving is the scheduler's, so the seed no longer replays exactly.
+	concurrent bool
+}
+
+// draw is the model's random choice of kind for content: a function of the
+// seed, the content and how often the same content was drawn before, so
+// goroutines that race each other still get the same choices for the same
+// calls. Caller holds w.mu.
+func (w *simWorld) draw(kind, content string) uint64 {
+	key := kind + "\x00" + content
+	n := w.seen[key]
+	w.seen[key] = n + 1
+	h := fnv.New64a()
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], w.seed)
+	binary.LittleEndian.PutUint64(b[8:], uint64(n))
+	h.Write(b[:])
+	h.Write([]byte(key))
+	return mix64(h.Sum64())
+}
+
+// mix64 is splitmix64's finalizer.
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
+}
+
+// chance is true with probability p for this draw. Caller holds w.mu.
+func (w *simWorld) chance(kind, content string, p float64) bool {
+	return float64(w.draw(kind, content)>>11)/float64(1<<53) < p
+}
+
+// fault is chance scaled by the seed's fault level, and never when quiet.
+func (w *simWorld) fault(kind, content string, p float64) bool {
+	return !w.quiet && w.chance(kind, content, p*w.cfg.faults)
+}
+
+func (w *simWorld) rngFor(kind, content string) *rand.Rand {
+	x := w.draw(kind, content)
+	return rand.New(rand.NewPCG(x, mix64(x)))
+}
+
+func (w *simWorld) logf(format string, args ...any) {
+	w.trace = append(w.trace, fmt.Sprintf("[t=%d] ", w.now.Load()-simStart)+fmt.Sprintf(format, args...))
+}
+
+func (w *simWorld) violate(format string, args ...any) {
+	w.violations = append(w.violations, fmt.Sprintf(format, args...))
+}
+
+// serviceFloor is the earliest timestamp the service serves. Caller holds w.mu.
+func (w *simWorld) serviceFloor() int64 {
+	return w.now.Load() - simRetention.Milliseconds() + w.cfg.serviceShortMs
+}
+
+// syncFloor is the floor the Syncer computes.
+func (w *simWorld) syncFloor() int64 {
+	return w.now.Load() - simRetention.Milliseconds() + simMargin.Milliseconds()
+}
+
+// reachable is the earliest timestamp a sync is held to: its floor, or
+// the service's when that is later (the engine moves there, plus its
+// margin and the search's resolution).
+func (w *simWorld) reachable() int64 {
+	return max(w.syncFloor(), w.serviceFloor()+simMargin.Milliseconds()+floorResolution)
+}
+
+// addVar creates a variable of device dev. Caller holds w.mu.
+func (w *simWorld) addVar(dev string) *simVar {
+	v := &simVar{id: fmt.Sprintf("v%03d", w.nextVar), device: dev}
+	w.nextVar++
+	w.vars = append(w.vars, v)
+	w.byID[v.id] = v
+	return v
+}
+
+// write adds a point to v unless its millisecond holds one. wall is the
+// simulated time of the write. Caller holds w.mu.
+func (w *simWorld) write(v *simVar, ts int64, wall int64) bool {
+	if v.deleted {
+		return false
+	}
+	i, found := slices.BinarySearchFunc(v.points, ts, func(p simPoint, t int64) int { return cmpInt(p.ts, t) })
+	if found {
+		return false
+	}
+	w.seq++
+	v.points = slices.Insert(v.points, i, simPoint{ts: ts, value: float64(w.seq%9973) + 0.25, seq: w.seq, wall: wall})
+	if v.firstWall == 0 {
+		v.firstWall = wall
+	}
+	v.lastWall = wall
+	return true
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// lastActivity is v's lastActivity under the seed's reading. Caller holds w.mu.
+func (w *simWorld) lastActivity(v *simVar) int64 {
+	switch w.cfg.la {
+	case laNewestTs:
+		if len(v.points) == 0 {
+			return 0
+		}
+		return v.points[len(v.points)-1].ts
+	case laWriteTime:
+		return v.lastWall
+	case laFrozen:
+		return v.firstWall
+	case laStale:
+		la := v.walked
+		v.walked = v.lastWall
+		return la
+	}
+	return 0
+}
+
+// writeBurst writes the kinds of points the sync must handle: new ones,
+// late ones inside the lookback, ones stamped ahead of the clock, dense
+// bursts, a variable that reports once, deletions. r draws them; during
+// says the write happens while a run reads (stamps then start at the
+// run's clock). Caller holds w.mu.
+func (w *simWorld) writeBurst(r *rand.Rand, during bool) {
+	now := w.now.Load()
+	wall := now
+	if during {
+		wall = now + 1
+	}
+	live := w.live()
+	pick := func() *simVar {
+		if len(live) == 0 {
+			return nil
+		}
+		return live[r.IntN(len(live))]
+	}
+	half := simLookback.Milliseconds() / 2
+	switch k := r.IntN(10); {
+	case k < 3: // new points, just before now (or just after, while a run reads)
+		if v := pick(); v != nil {
+			base := now - 5*60_000
+			if during {
+				base = now + 1
+			}
+			for range 1 + r.IntN(8) {
+				w.write(v, base+r.Int64N(5*60_000), wall)
+			}
+			w.logf("wrote new points to %s", v.id)
+		}
+	case k < 5: // a dense burst: frames cut by the limit
+		if v := pick(); v != nil {
+			base := now - 10*60_000
+			n := 20 + r.IntN(200)
+			for range n {
+				w.write(v, base+r.Int64N(10*60_000), wall)
+			}
+			w.logf("wrote a burst of %d to %s", n, v.id)
+		}
+	case k < 7: // late points inside the lookback
+		if v := pick(); v != nil {
+			for range 1 + r.IntN(4) {
+				w.write(v, now-half+r.Int64N(half), wall)
+			}
+			w.logf("wrote late points to %s", v.id)
+		}
+	case k < 8: // stamped ahead of the clock
+		if v := pick(); v != nil {
+			w.write(v, now+1+r.Int64N(3*3_600_000), wall)
+			w.logf("wrote a point ahead to %s", v.id)
+		}
+	case k < 9: // a new variable that reports once
+		dev := fmt.Sprintf("d%d", r.IntN(3))
+		v := w.addVar(dev)
+		w.write(v, now-r.Int64N(5*24*3_600_000), wall)
+		w.logf("new variable %s of %s reported once", v.id, dev)
+	default: // a deletion: a variable, rarely a device
+		if v := pick(); v != nil && r.IntN(4) > 0 {
+			v.deleted = true
+			w.logf("deleted variable %s", v.id)
+		} else if v != nil {
+			for _, o := range w.vars {
+				if o.device == v.device {
+					o.deleted = true
+				}
+			}
+			w.logf("deleted device %s", v.device)
+		}
+	}
+}
+
+// live are the variables not deleted. Caller holds w.mu.
+func (w *simWorld) live() []*simVar {
+	var out []*simVar
+	for _, v := range w.vars {
+		if !v.deleted {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// simProc is one fleetsync process: it stops (crashes) at a point drawn
+// from the seed, after which nothing it does becomes durable.
+type simProc struct {
+	w         *simWorld
+	name      string
+	crashable bool
+	dead      bool // guarded by w.mu
+	cancel    context.CancelFunc
+	// startSeq is the world's write counter when its run began: points
+	// written after it need not be loaded by the run's marks.
+	startSeq int64
+}
+
+// step is a point where the process may crash. Caller holds w.mu.
+func (p *simProc) step(kind, content string) {
+	if !p.crashable || p.dead || !p.w.chance("crash/"+kind, p.name+content, 0.02) {
+		return
+	}
+	// Half the stops are kills (nothing after them is durable), half a
+	// SIGTERM (the run is cancelled and finishes what it fetched).
+	if p.w.chance("crash-kill/"+kind, p.name+content, 0.5) {
+		p.dead = true
+		p.w.logf("%s killed at %s %s", p.name, kind, content)
+	} else {
+		p.w.logf("%s stopped (SIGTERM) at %s %s", p.name, kind, content)
+	}
+	p.crashable = false
+	p.cancel()
+}
+
+// simError is the model service's and warehouse's error.
+type simError struct {
+	msg       string
+	retryable bool
+	scoped    bool
+	notFound  bool
+	retention bool
+	index     int
+}
+
+func (e *simError) Error() string           { return e.msg }
+func (e *simError) Retryable() bool         { return e.retryable }
+func (e *simError) VariableScoped() bool    { return e.scoped }
+func (e *simError) NotFound() bool          { return e.notFound }
+func (e *simError) RetentionExceeded() bool { return e.retention }
+
+// simVarError is a frame the decoder could not read.
+type simVarError struct{ simError }
+
+func (e *simVarError) VariableIndex() int { return e.index }
+
+// simSource is the model service as one process sees it.
+type simSource struct{ p *simProc }
+
+// simCountingSource is a simSource that counts (CountSource).
+type simCountingSource struct{ simSource }
+
+func (s simSource) Walk(ctx context.Context, _ Scope) ([]Device, []Variable, error) {
+	w := s.p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	content := fmt.Sprint(w.now.Load())
+	s.p.step("walk", content)
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	if w.fault("walk", s.p.name+content, 0.05) {
+		return nil, nil, &simError{msg: "walk: 503 Service Unavailable", retryable: true}
+	}
+	var vars []Variable
+	devs := map[string]bool{}
+	for _, v := range w.vars {
+		if v.deleted {
+			continue
+		}
+		// Pages that shift while they are walked drop an object or list
+		// it twice.
+		if w.fault("walk/drop", s.p.name+content+v.id, 0.05) {
+			continue
+		}
+		sv := Variable{ID: v.id, Label: "l" + v.id, DeviceID: v.device, DeviceLabel: "dev-" + v.device, LastActivityMs: w.lastActivity(v)}
+		vars = append(vars, sv)
+		if w.fault("walk/twice", s.p.name+content+v.id, 0.05) {
+			vars = append(vars, sv)
+		}
+		devs[v.device] = true
+	}
+	var devices []Device
+	for d := range devs {
+		devices = append(devices, Device{ID: d, Label: "dev-" + d})
+	}
+	sort.Slice(devices, func(i, j int) bool { return devices[i].ID < devices[j].ID })
+	return devices, vars, nil
+}
+
+// during is the writes that land while a run reads: drawn per call.
+// Caller holds w.mu.
+func (s simSource) during(kind, content string) {
+	w := s.p.w
+	if w.quiet || !w.chance("during/"+kind, content, 0.08) {
+		return
+	}
+	w.writeBurst(w.rngFor("during-write/"+kind, content), true)
+}
+
+func (s simSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
+	w := s.p.w
+	content := fmt.Sprint(req.VariableIDs, req.Start, req.End, req.Limit)
+	w.mu.Lock()
+	s.p.step("series", content)
+	s.during("series", content)
+	if err := ctx.Err(); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	if req.Start < w.serviceFloor() {
+		w.mu.Unlock()
+		return &simError{msg: "403003 past retention", retention: true}
+	}
+	for _, id := range req.VariableIDs {
+		if v := w.byID[id]; v == nil || v.deleted {
+			w.mu.Unlock()
+			return &simError{msg: "404 variable " + id, notFound: true, scoped: true}
+		}
+	}
+	if w.fault("series/429", content, 0.04) {
+		w.mu.Unlock()
+		return &simError{msg: "429 Too Many Requests (retries spent)", retryable: true}
+	}
+	if len(req.VariableIDs) > 1 && w.fault("series/undecodable", content, 0.01) {
+		i := int(w.draw("series/undecodable-which", content) % uint64(len(req.VariableIDs)))
+		w.mu.Unlock()
+		return &simVarError{simError{msg: "frame undecodable", index: i}}
+	}
+	frames := make([][]simPoint, len(req.VariableIDs))
+	total := 0
+	for i, id := range req.VariableIDs {
+		frames[i] = w.frame(w.byID[id], req, content)
+		total += len(frames[i])
+	}
+	cutAt := -1
+	if total > 0 && w.fault("series/cut-body", content, 0.05) {
+		cutAt = int(w.draw("series/cut-body-at", content) % uint64(total))
+	}
+	w.mu.Unlock()
+	n := 0
+	for i, f := range frames {
+		for _, p := range f {
+			if n == cutAt {
+				return &simError{msg: "response body cut mid-stream", retryable: true}
+			}
+			n++
+			if err := sink.Point(i, Point{TsMs: p.ts, Value: p.value, Context: []byte("{}")}); err != nil {
+				return err
+			}
+		}
+		if err := sink.EndFrame(i, len(f)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// frame is v's frame for req: every point of the window, or the limit's
+// cut of them, in the served order. Caller holds w.mu.
+func (w *simWorld) frame(v *simVar, req SeriesRequest, content string) []simPoint {
+	a, _ := slices.BinarySearchFunc(v.points, req.Start, func(p simPoint, t int64) int { return cmpInt(p.ts, t) })
+	b, _ := slices.BinarySearchFunc(v.points, req.End+1, func(p simPoint, t int64) int { return cmpInt(p.ts, t) })
+	in := slices.Clone(v.points[a:b])
+	fc := content + "/" + v.id
+	r := w.rngFor("frame", fc)
+	if req.Limit > 0 && len(in) > req.Limit {
+		cut := w.cfg.cut
+		if cut == cutPerFrame {
+			cut = simCut(r.IntN(3))
+		} else if cut == cutMixed {
+			cut = simCut(r.IntN(2))
+		}
+		switch cut {
+		case cutNewest:
+			in = in[len(in)-req.Limit:]
+		case cutOldest:
+			in = in[:req.Limit]
+		default:
+			r.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
+			in = in[:req.Limit]
+			slices.SortFunc(in, func(x, y simPoint) int { return cmpInt(x.ts, y.ts) })
+		}
+	}
+	order := w.cfg.order
+	if order == orderPerFrame {
+		order = simOrder(r.IntN(3))
+	}
+	switch order {
+	case orderNewestFirst:
+		slices.Reverse(in)
+	case orderShuffled:
+		r.Shuffle(len(in), func(i, j int) { in[i], in[j] = in[j], in[i] })
+	}
+	return in
+}
+
+func (s simCountingSource) Count(ctx context.Context, ids []string, start, end int64) ([]int64, error) {
+	w := s.p.w
+	content := fmt.Sprint(ids, start, end)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s.p.step("count", content)
+	s.during("count", content)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if start < w.serviceFloor() {
+		return nil, &simError{msg: "403003 past retention", retention: true}
+	}
+	switch w.cfg.counts {
+	case countsRefused:
+		return nil, &simError{msg: "400 count not accepted"}
+	case countsFlaky:
+		if w.chance("count/fail", content, 0.2) {
+			return nil, &simError{msg: "502 Bad Gateway", retryable: true}
+		}
+	}
+	out := make([]int64, len(ids))
+	for i, id := range ids {
+		v := w.byID[id]
+		if v == nil || v.deleted {
+			return nil, &simError{msg: "404 variable " + id, notFound: true, scoped: true}
+		}
+		if w.cfg.counts == countsUnavailable || (w.cfg.counts == countsFlaky && w.chance("count/none", content+id, 0.2)) {
+			out[i] = -1
+			continue
+		}
+		for _, p := range v.points {
+			if p.ts >= start && p.ts <= end {
+				out[i]++
+			}
+		}
+	}
+	return out, nil
+}
+
+// simWriter is the warehouse as one process writes it.
+type simWriter struct{ p *simProc }
+
+type simInsert struct {
+	p    *simProc
+	rows []Row
+}
+
+func (wr simWriter) Begin(context.Context) (Insert, error) {
+	w := wr.p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if wr.p.dead {
+		return nil, &simError{msg: "connection refused (process stopped)", retryable: true}
+	}
+	return &simInsert{p: wr.p}, nil
+}
+
+func (in *simInsert) Append(c *Batch) error {
+	for i := range c.Len() {
+		in.rows = append(in.rows, Row{VariableID: c.VariableID[i], TsMs: c.TsMs[i], Value: c.Value[i]})
+	}
+	w := in.p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if c.Len() > 0 && w.fault("append", fmt.Sprint(c.VariableID[0], c.TsMs[0], c.Len()), 0.01) {
+		return &simError{msg: "write: broken pipe", retryable: true}
+	}
+	return nil
+}
+
+func (in *simInsert) Commit() error {
+	w := in.p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var key strings.Builder
+	for _, r := range in.rows {
+		fmt.Fprint(&key, r.VariableID, r.TsMs, ",")
+	}
+	content := key.String()
+	in.p.step("insert", content)
+	if in.p.dead {
+		// A process killed mid-INSERT: the rows may or may not be stored.
+		if w.chance("insert/dead-durable", content, 0.5) {
+			w.store(in.rows)
+		}
+		return &simError{msg: "connection reset (process stopped)", retryable: true}
+	}
+	switch x := w.draw("insert", content) % 1000; {
+	case !w.quiet && float64(x) < 30*w.cfg.faults:
+		return &simError{msg: "INSERT failed before its rows were stored", retryable: true}
+	case !w.quiet && float64(x) < 60*w.cfg.faults:
+		w.store(in.rows)
+		return &simError{msg: "INSERT failed after its rows were stored", retryable: true}
+	case !w.quiet && float64(x) < 65*w.cfg.faults:
+		return &simError{msg: "code 243: not enough space"}
+	}
+	w.store(in.rows)
+	return nil
+}
+
+func (in *simInsert) Abort() {}
+
+// store makes rows durable, checking each against the source. Caller holds w.mu.
+func (w *simWorld) store(rows []Row) {
+	for _, r := range rows {
+		v := w.byID[r.VariableID]
+		var want *simPoint
+		if v != nil {
+			if i, ok := slices.BinarySearchFunc(v.points, r.TsMs, func(p simPoint, t int64) int { return cmpInt(p.ts, t) }); ok {
+				want = &v.points[i]
+			}
+		}
+		if want == nil || want.value != r.Value {
+			w.violate("stored %s@%d value %v, which the source never held", r.VariableID, r.TsMs, r.Value)
+			continue
+		}
+		m := w.stored[r.VariableID]
+		if m == nil {
+			m = map[int64]float64{}
+			w.stored[r.VariableID] = m
+		}
+		m[r.TsMs] = r.Value
+	}
+}
+
+// simStore is the state store as one process uses it.
+type simStore struct{ p *simProc }
+
+func (s simStore) Load(ctx context.Context) (map[string]Mark, error) {
+	w := s.p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fault("marks/load", s.p.name+fmt.Sprint(w.now.Load()), 0.03) {
+		return nil, &simError{msg: "marks: connection refused", retryable: true}
+	}
+	out := make(map[string]Mark, len(w.marks))
+	for k, v := range w.marks {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (s simStore) Commit(_ context.Context, marks []Mark) error {
+	w := s.p.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]string, len(marks))
+	for i, m := range marks {
+		ids[i] = m.VariableID
+	}
+	content := fmt.Sprint(ids)
+	s.p.step("commit", content)
+	if s.p.dead {
+		return &simError{msg: "marks: connection reset (process stopped)", retryable: true}
+	}
+	failAfter := false
+	switch x := w.draw("marks/commit", content) % 1000; {
+	case !w.quiet && float64(x) < 20*w.cfg.faults:
+		return &simError{msg: "marks: INSERT failed", retryable: true}
+	case !w.quiet && float64(x) < 40*w.cfg.faults:
+		failAfter = true
+	}
+	for _, m := range marks {
+		w.checkMark(s.p, m)
+		old, ok := w.marks[m.VariableID]
+		w.marks[m.VariableID] = MergeMark(old, ok, m)
+	}
+	if failAfter {
+		return &simError{msg: "marks: connection reset after the INSERT", retryable: true}
+	}
+	return nil
+}
+
+// checkMark holds a committed mark to its promise: never ahead of the
+// clock, and every point at or below it that existed when its run began
+// (and that the run could reach) is stored. Caller holds w.mu.
+func (w *simWorld) checkMark(p *simProc, m Mark) {
+	if m.HwmMs > w.now.Load() {
+		w.violate("%s committed %s's mark %d, ahead of the clock %d", p.name, m.VariableID, m.HwmMs, w.now.Load())
+	}
+	v := w.byID[m.VariableID]
+	if v == nil {
+		w.violate("%s committed a mark for %s, a variable the source never had", p.name, m.VariableID)
+		return
+	}
+	lo := w.reachable()
+	var missing []int64
+	for _, pt := range v.points {
+		if pt.ts > m.HwmMs {
+			break
+		}
+		if pt.ts < lo || pt.seq > p.startSeq {
+			continue
+		}
+		if _, ok := w.stored[v.id][pt.ts]; !ok {
+			missing = append(missing, pt.ts)
+		}
+	}
+	if len(missing) > 0 {
+		w.violate("%s committed %s's mark at %d with %d points at or below it not stored (first %d)", p.name, v.id, m.HwmMs, len(missing), missing[0])
+	}
+}
