@@ -45,7 +45,9 @@ func (s *scriptedSource) Count(_ context.Context, ids []string, start, end int64
 	return out, nil
 }
 
-func msKey(start, end int64) string { return time.UnixMilli(start).String() + time.UnixMilli(end).String() }
+func msKey(start, end int64) string {
+	return time.UnixMilli(start).String() + time.UnixMilli(end).String()
+}
 
 // The loss of issue 23: in one request, frame a is proven by the first
 // count ([111, 300], newest first) and frame b only by the second

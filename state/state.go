@@ -59,4 +59,3 @@ func (e *LeaseHeldError) Error() string {
 
 // Is makes errors.Is(err, ErrLeaseHeld) true.
 func (e *LeaseHeldError) Is(target error) bool { return target == ErrLeaseHeld }
-
