@@ -10,7 +10,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # loaded machine with no input found. A count has no deadline to race.
 FUZZTIME ?= 50000x
 
-.PHONY: all build demo test test-unit test-deploy fuzz lint bench test-faults test-cluster deps clean
+.PHONY: all build demo test test-unit test-deploy fuzz lint bench soak test-faults test-cluster deps clean
 
 all: build
 
@@ -58,6 +58,13 @@ test-faults:
 # `make test` does not run them.
 test-cluster:
 	$(GO) test -race -count=1 -tags cluster -timeout 30m -run '^TestCluster' ./...
+
+# The deterministic simulation of the whole sync (pipeline/sim_test.go) over
+# SEEDS fresh seeds from a random first one; make test runs 2000 fixed ones.
+# A failure prints the command that replays it.
+SEEDS ?= 100000
+soak:
+	$(GO) test ./pipeline -count=1 -timeout 0 -run 'TestSimulation$$' -sim.seeds $(SEEDS) -sim.base -1 -v
 
 bench: deps build
 	$(GO) run ./cmd/fleetbench -out docs/benchmarks.md
