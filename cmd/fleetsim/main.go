@@ -133,9 +133,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		opts.LastActivity = m
 		return nil
 	})
-	fs.Func("series-order", "`ORDER` of a raw-series frame (join_dataframes false): newest (the newest `limit` points, newest first), oldest (the oldest, oldest first), shuffled (the newest, in random order) or newest-ascending (the newest, oldest first) (default newest)", func(v string) error {
-		o, err := fleetsim.ParseSeriesOrder(v)
-		opts.SeriesOrder = o
+	var seriesCut, seriesOrder string
+	fs.Func("series-cut", "`CUT`: the points a raw-series frame (join_dataframes false) cut by `limit` keeps: newest (the newest limit points), oldest (the oldest), any (any limit points, at random) or mixed (newest or oldest, at random per frame) (default newest)", func(v string) error {
+		_, err := fleetsim.ParseSeriesCut(v)
+		seriesCut = v
+		return err
+	})
+	fs.Func("series-order", "`ORDER` a raw-series frame (join_dataframes false) serves its rows in, cut or not: newest-first, oldest-first or shuffled (default newest-first); the older values newest, oldest and newest-ascending set the cut too (newest cut newest first, oldest cut oldest first, newest cut oldest first)", func(v string) error {
+		_, err := fleetsim.ParseSeriesOrder(v)
+		seriesOrder = v
 		return err
 	})
 	fs.StringVar(&opts.PublicURL, "public-url", "", "`URL` (scheme, host, optional path prefix) on which the absolute URLs are built (next/previous links, url fields), as behind a proxy; default: the request's scheme and host")
@@ -162,6 +168,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q; see --help", fs.Args())
 	}
+	so, err := fleetsim.ParseSeriesFlags(seriesCut, seriesOrder)
+	if err != nil {
+		return fmt.Errorf("%w; see --help", err)
+	}
+	opts.SeriesOrder = so
 	opts.Tokens, opts.OrgTokens, opts.AccountTokens = tokens, orgTokens, accountTokens
 	opts.Faults.UndecodableVariables, opts.Faults.RejectVariables = undecodable, reject
 	if len(tokens)+len(orgTokens)+len(accountTokens) == 0 {

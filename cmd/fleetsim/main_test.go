@@ -188,3 +188,29 @@ func TestEveryFlagOfTheHelpIsInTheGuideAndTheLimitFlagsAreThere(t *testing.T) {
 		}
 	}
 }
+
+func TestSeriesCutAndOrderFlagsAreIndependentAndTheOlderOrdersStillWork(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		cut, order string
+	}{
+		{nil, "newest", "newest-first"},
+		{[]string{"--series-cut", "any", "--series-order", "shuffled"}, "any", "shuffled"},
+		{[]string{"--series-order", "oldest-first", "--series-cut", "mixed"}, "mixed", "oldest-first"},
+		{[]string{"--series-order", "oldest"}, "oldest", "oldest-first"},
+		{[]string{"--series-order", "newest-ascending"}, "newest", "oldest-first"},
+		{[]string{"--series-cut", "oldest", "--series-order", "shuffled"}, "oldest", "shuffled"},
+	} {
+		base := startRun(t, append([]string{"--devices", "1", "--points", "10", "--token", "t1"}, c.args...)...)
+		info := getJSON(t, base, "/_sim/info")
+		if info["series_cut"] != c.cut || info["series_order"] != c.order {
+			t.Errorf("%v: /_sim/info series_cut %v, series_order %v; want %s, %s", c.args, info["series_cut"], info["series_order"], c.cut, c.order)
+		}
+	}
+	for _, args := range [][]string{{"--series-cut", "sideways"}, {"--series-order", "sideways"}, {"--series-cut", "any", "--series-order", "oldest"}} {
+		err := run(context.Background(), append(args, "--listen", "127.0.0.1:0", "--token", "t"), io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), args[len(args)-1]) {
+			t.Errorf("%v: got %v, want an error naming %q", args, err, args[len(args)-1])
+		}
+	}
+}

@@ -193,6 +193,7 @@ func (s *Sim) control(r *http.Request, seg []string) (any, int, error) {
 			"retention": s.retention.String(), "token_ttl": s.tokenTTL.String(), "devices": nd, "variables": nv,
 			"seed": s.opts.Seed, "count_as_bool": s.opts.CountAsBool,
 			"last_activity": s.opts.LastActivity.String(), "public_url": s.publicURL,
+			"series_cut": s.opts.SeriesOrder.Cut.String(), "series_order": s.opts.SeriesOrder.Rows.String(),
 		}, http.StatusOK, nil
 	case n == 1 && seg[0] == "counters":
 		switch m {

@@ -1,7 +1,6 @@
 package fleetsim
 
 import (
-	"math/rand/v2"
 	"net/http"
 )
 
@@ -90,14 +89,17 @@ func (s *Sim) postRawSeries(w http.ResponseWriter, r *http.Request, _ []string, 
 	if q.join {
 		writeJoined(st, q, lo, hi, limit)
 	} else {
-		writeFrames(st, q, lo, hi, limit, s.opts.SeriesOrder)
+		writeFrames(st, q, lo, hi, limit, s.opts.SeriesOrder, s.opts.Seed)
 	}
 	st.flush()
 }
 
 // writeFrames writes one frame per variable, each with its own column list;
-// every column but timestamp is prefixed with "<variable_id>.".
-func writeFrames(st *stream, q *dataQuery, lo, hi int64, limit int, order SeriesOrder) {
+// every column but timestamp is prefixed with "<variable_id>.". Each frame
+// keeps the points and serves them in the order order says, drawing its
+// random choices from seed and the frame's variable, points and limit (see
+// frameRand).
+func writeFrames(st *stream, q *dataQuery, lo, hi int64, limit int, order SeriesOrder, seed int64) {
 	kinds := make([]colKind, len(q.columns))
 	for i, c := range q.columns {
 		kinds[i] = colKinds[c]
@@ -127,8 +129,7 @@ func writeFrames(st *stream, q *dataQuery, lo, hi int64, limit int, order Series
 		}
 		st.buf = append(st.buf, '[')
 		if order != SeriesNewest {
-			rng := rand.New(rand.NewPCG(uint64(lo), uint64(hi)))
-			for k, c := range orderedFrame(&vs.ser, lo, hi, limit, order, rng) {
+			for k, c := range orderedFrame(&vs.ser, vs.id, lo, hi, limit, order, seed) {
 				if !writeRow(st, k, kinds, &c, vs, q.precision) {
 					return
 				}

@@ -54,9 +54,14 @@ type Options struct {
 	// simulator builds, next and previous links included, in place of the
 	// request's own scheme and host, as a service behind a proxy does.
 	PublicURL string
-	// SeriesOrder chooses which points a raw-series frame cut by `limit`
-	// keeps and the order its rows come in (per-variable frames only); the
-	// zero value is SeriesNewest.
+	// SeriesOrder chooses, for per-variable raw-series frames
+	// (join_dataframes false), which points a frame cut by `limit` keeps
+	// (SeriesOrder.Cut: newest, oldest, any, mixed) and the order its rows
+	// are served in (SeriesOrder.Rows: newest first, oldest first,
+	// shuffled), independently. Random choices follow Seed and the
+	// request's variable, window (the points it covers) and limit. The
+	// zero value, SeriesNewest, is the newest points, newest first;
+	// joined frames always are.
 	SeriesOrder SeriesOrder
 }
 

@@ -95,8 +95,8 @@ func New(opts Options) (*Sim, error) {
 	if err := checkFaults(opts.Faults); err != nil {
 		return nil, err
 	}
-	if opts.SeriesOrder < SeriesNewest || opts.SeriesOrder > SeriesNewestAscending {
-		return nil, fmt.Errorf("fleetsim: unknown series order %d", int(opts.SeriesOrder))
+	if err := opts.SeriesOrder.check(); err != nil {
+		return nil, err
 	}
 	if err := opts.RateLimit.check(); err != nil {
 		return nil, err
