@@ -21,15 +21,17 @@ import (
 // count proves nothing.)
 //
 //  1. The count over the request's whole window: equal, the frame was whole.
-//  2. Otherwise the count over the part between the frames' greatest
-//     smallest and smallest greatest timestamp: a limit that truncates the
-//     series in time (the newest or the oldest points, in any served order)
-//     leaves that part whole (its edge milliseconds too, unless they hold
-//     several points). Equal to the frame's points in it, only the two
-//     ends, [start, min-1] and [max+1, end], are read again, in windows
-//     sized from the density the frame showed. When every frame came sorted
-//     newest first, the count over [min, end] is tried before (and
-//     [start, max] for oldest first): equal, only one end is left.
+//  2. Otherwise counts over the windows a limit that truncates the series
+//     in time leaves whole: [min, end] when it kept the newest points,
+//     [start, max] when it kept the oldest (the end the served order
+//     suggests first), then the part between the edges, [min, max]; each
+//     over the frames not proven yet (min the greatest of their smallest
+//     timestamps, max the smallest of their greatest), since each frame
+//     may be cut at either end. A frame whose points in a window equal
+//     its count there is proven in that window, and only what lies
+//     outside it, [start, min-1] and [max+1, end], is read again, in
+//     windows sized from the density the frame showed; frames proven by
+//     different windows plan their re-reads apart (split.go).
 //  3. Otherwise (a limit that keeps any points, or a source without counts)
 //     the window is read again in halves.
 
@@ -230,33 +232,50 @@ func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []
 	if len(left) == 0 {
 		return nil
 	}
-	// Step 2. A frame served in one time order was most likely truncated
-	// at its far end, which leaves the near end whole as well: that wider
-	// window is tried first, the part between the edges after it. The
+	// Step 2. A limit that truncates in time leaves one end of the window
+	// whole: keeping the newest points, [min, reach]; keeping the oldest,
+	// [start, max]; either, the part between the edges. Each frame of a
+	// request may be cut at either end (the spec does not say), so both
+	// ends are tried, the one the served order suggests first, each over
+	// the frames still unproven, then the part between their edges. The
 	// edges' own milliseconds are counted in: the count proves them or not.
-	lo, hi := left[0].stats.min, left[0].stats.max
-	asc, desc := true, true
+	asc := true
 	for _, c := range left {
-		lo, hi = max(lo, c.stats.min), min(hi, c.stats.max)
-		asc, desc = asc && c.stats.asc && !c.stats.desc, desc && c.stats.desc && !c.stats.asc
+		asc = asc && c.stats.asc && !c.stats.desc
 	}
-	var tries []window
-	switch {
-	case desc:
-		tries = append(tries, window{start: lo, end: reach})
-	case asc:
-		tries = append(tries, window{start: req.start, end: hi})
+	const (
+		newest = iota
+		oldest
+		inside
+	)
+	tries := []int{newest, oldest, inside}
+	if asc {
+		tries = []int{oldest, newest, inside}
 	}
-	tries = append(tries, window{start: lo, end: hi})
-	for _, w := range tries {
-		var open []int
+	var open []int
+	for _, try := range tries {
+		open = open[:0]
 		for i, c := range left {
 			if !c.inner {
 				open = append(open, i)
 			}
 		}
-		if len(open) == 0 || w.start > w.end || ctx.Err() != nil {
+		if len(open) == 0 || ctx.Err() != nil {
 			break
+		}
+		lo, hi := left[open[0]].stats.min, left[open[0]].stats.max
+		for _, i := range open {
+			lo, hi = max(lo, left[i].stats.min), min(hi, left[i].stats.max)
+		}
+		w := window{start: lo, end: hi}
+		switch try {
+		case newest:
+			w.end = reach
+		case oldest:
+			w.start = req.start
+		}
+		if w.start > w.end {
+			continue
 		}
 		ids = ids[:0]
 		for _, i := range open {
