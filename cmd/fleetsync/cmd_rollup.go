@@ -7,9 +7,9 @@ import (
 )
 
 // cmdRollup rebuilds datapoints_hourly and datapoints_latest from
-// datapoints FINAL for the variables with points in the range: after a
-// manual fix of datapoints, or to fill the tables on a warehouse that was
-// synced before they existed. The cycles keep them exact from then on.
+// datapoints FINAL over the range (Client.Rebuild): after a manual fix of
+// datapoints, or to fill the tables on a warehouse that was synced before
+// they existed. The cycles keep them exact from then on.
 func cmdRollup(ctx context.Context, env *cliEnv, args []string) error {
 	fs, cfgPath := configFlags(env, "fleetsync rollup --config FILE --from T --to T")
 	fromS := fs.String("from", "", "start of the range, inclusive (RFC 3339 or POSIX ms); whole hours are rebuilt")
@@ -24,14 +24,11 @@ func cmdRollup(ctx context.Context, env *cliEnv, args []string) error {
 	if err := a.ch.Migrate(ctx); err != nil {
 		return fmt.Errorf("ensure schema: %w", err)
 	}
-	touched, err := a.ch.RollupVariables(ctx, from, to)
+	n, err := a.ch.Rebuild(ctx, from, to)
 	if err != nil {
-		return err
-	}
-	if err := a.ch.Recompute(ctx, touched); err != nil {
 		return fmt.Errorf("%w; nothing already loaded is lost, run the same rollup again", err)
 	}
-	fmt.Fprintf(env.stdout, "rebuilt the rollups of %d variables over %s..%s in %s\n", len(touched),
+	fmt.Fprintf(env.stdout, "rebuilt the rollups of %d variables over %s..%s in %s\n", n,
 		time.UnixMilli(from).UTC().Format(time.RFC3339), time.UnixMilli(to).UTC().Format(time.RFC3339), time.Since(began).Round(time.Millisecond))
 	return nil
 }

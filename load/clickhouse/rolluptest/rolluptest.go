@@ -194,6 +194,9 @@ func read(ctx context.Context, c *clickhouse.Client) (map[hourKey]Hourly, map[st
 		if _, dup := hourly[k]; dup {
 			return nil, nil, fmt.Errorf("datapoints_hourly FINAL has two rows for %s %s", k.id, h.Hour)
 		}
+		if h.Count == 0 {
+			continue // an hour emptied by a deletion, which the README's queries skip
+		}
 		hourly[k] = h
 	}
 	if err := rows.Err(); err != nil {
