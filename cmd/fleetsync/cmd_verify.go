@@ -17,7 +17,7 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	fromS := fs.String("from", "", "start of the range, inclusive (RFC 3339 or POSIX ms); moved up to the retention floor if older")
 	toS := fs.String("to", "", "end of the range, inclusive (RFC 3339 or POSIX ms)")
 	asJSON := fs.Bool("json", false, "print JSON for machines")
-	repair := fs.Bool("repair", false, "re-extract the mismatching variables over the range, then verify them again")
+	repair := fs.Bool("repair", false, "re-extract the mismatching variables over the range and rewrite the analyst tables' rows that differ, then verify them again")
 	a, from, to, err := startForRange(ctx, env, fs, cfgPath, args, fromS, toS)
 	if err != nil {
 		return err
@@ -58,6 +58,26 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		rep.Repair = &verify.RepairReport{Variables: len(bad), Points: sum.Points, Failed: len(sum.Failed), Remaining: after.Mismatches}
 	}
+	if a.cfg.Sync.Rollups {
+		rr, err := a.ch.CheckRollups(ctx, start, end)
+		if err != nil {
+			return fmt.Errorf("check the analyst tables: %w", err)
+		}
+		if *repair && len(rr.Diffs) > 0 {
+			if err := a.ch.RepairRollups(ctx, rr.Diffs); err != nil {
+				return fmt.Errorf("repair the analyst tables: %w; nothing already loaded is lost, run the same repair again", err)
+			}
+			after, err := a.ch.CheckRollups(ctx, start, end)
+			if err != nil {
+				return fmt.Errorf("check the analyst tables after the repair: %w", err)
+			}
+			rr.Repaired, rr.Remaining = len(rr.Diffs), after.Diffs
+			if rr.Remaining == nil {
+				rr.Remaining = []verify.RollupDiff{}
+			}
+		}
+		rep.Rollups = &rr
+	}
 	if *asJSON {
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -68,6 +88,54 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	return verifyResult(rep)
+}
+
+// rollupsLeft are the analyst tables' rows that differ at the end: after
+// the repair when there was one.
+func rollupsLeft(r *verify.Report) []verify.RollupDiff {
+	switch {
+	case r.Rollups == nil:
+		return nil
+	case r.Rollups.Remaining != nil:
+		return r.Rollups.Remaining
+	}
+	return r.Rollups.Diffs
+}
+
+// printRollups prints the analyst tables' check: the rows that differ (the
+// first 50), then a summary.
+func printRollups(w io.Writer, r *verify.RollupReport, from, to int64) error {
+	show := func(ds []verify.RollupDiff) error {
+		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "TABLE\tVARIABLE\tHOUR\tPROBLEM")
+		for i, d := range ds {
+			if i == 50 {
+				fmt.Fprintf(tw, "...\t%d more\t\t\n", len(ds)-50)
+				break
+			}
+			hour := "-"
+			if d.Table != "datapoints_latest" {
+				hour = msText(d.HourMs)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", d.Table, d.VariableID, hour, d.Problem)
+		}
+		return tw.Flush()
+	}
+	if len(r.Diffs) > 0 {
+		fmt.Fprintln(w)
+		if err := show(r.Diffs); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(w, "analyst tables over the hours of %s..%s: %d hourly and %d latest rows expected, %d rows differ from datapoints FINAL\n",
+		msText(from), msText(to), r.Hours, r.Latest, len(r.Diffs))
+	if r.Remaining != nil {
+		fmt.Fprintf(w, "analyst tables repair: rewrote %d rows; %d still differ\n", r.Repaired, len(r.Remaining))
+		if len(r.Remaining) > 0 {
+			return show(r.Remaining)
+		}
+	}
+	return nil
 }
 
 func msText(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
@@ -100,8 +168,13 @@ func printReport(w io.Writer, r *verify.Report) error {
 			r.Repair.Variables, r.Repair.Points, r.Repair.Failed, len(r.Repair.Remaining))
 		if len(r.Repair.Remaining) > 0 {
 			fmt.Fprintln(w)
-			return printMismatches(w, r.Repair.Remaining)
+			if err := printMismatches(w, r.Repair.Remaining); err != nil {
+				return err
+			}
 		}
+	}
+	if r.Rollups != nil {
+		return printRollups(w, r.Rollups, r.FromMs, r.ToMs)
 	}
 	return nil
 }
@@ -124,6 +197,15 @@ func printMismatches(w io.Writer, ms []verify.Mismatch) error {
 func verifyResult(r *verify.Report) error {
 	left := remaining(r)
 	if len(left) == 0 {
+		if diffs := rollupsLeft(r); len(diffs) > 0 {
+			hint := "run 'fleetsync verify --repair' with the same range to rewrite them"
+			if r.Rollups.Remaining != nil {
+				hint = "the repair did not fix them (a latest row of a variable with no point left cannot be removed)"
+			}
+			d := diffs[0]
+			return &failedError{fmt.Sprintf("%d rows of the analyst tables differ from datapoints FINAL over %s..%s (first: %s %s %s); %s",
+				len(diffs), msText(r.FromMs), msText(r.ToMs), d.Table, d.VariableID, d.Problem, hint)}
+		}
 		return nil
 	}
 	first := left[0]

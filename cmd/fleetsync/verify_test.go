@@ -116,3 +116,111 @@ func TestVerifyRejectsARangeOutsideRetentionAsUsage(t *testing.T) {
 		t.Fatalf("verify of a range before retention exited %d: %s", code, lastLines(errs, 1))
 	}
 }
+
+// verify compares the analyst tables with datapoints FINAL over its range
+// and reports each row that differs, in text and JSON; --repair rewrites
+// them, and a second verify finds nothing. The corruptions: a wrong count,
+// a missing hour, an extra hour, a wrong and a missing latest row.
+func TestVerifyChecksTheAnalystTablesAndRepairRewritesWhatDiffers(t *testing.T) {
+	w := newWorld(t, worldOpts{sim: fleetsim.Options{Devices: 2, Variables: 2, Points: 300, Span: 2 * 24 * time.Hour}})
+	w.sync()
+	ctx := context.Background()
+	from, to := "2000-01-01T00:00:00Z", fmt.Sprint(time.Now().UnixMilli())
+	verify := func(extra ...string) (int, string, string) {
+		t.Helper()
+		return w.cli(ctx, append([]string{"verify", "--config", w.cfgPath, "--from", from, "--to", to}, extra...)...)
+	}
+	code, out, errs := verify()
+	if code != 0 || !strings.Contains(out, ", 0 rows differ from datapoints FINAL") {
+		t.Fatalf("verify right after a sync exited %d:\n%s\n%s", code, out, lastLines(errs, 5))
+	}
+
+	// The variables with points (fleetsim leaves some empty).
+	var ids []string
+	rows, err := w.conn.Query(ctx, "SELECT DISTINCT variable_id FROM `"+w.db+"`.datapoints ORDER BY variable_id")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	rows.Close()
+	if len(ids) < 3 {
+		t.Fatalf("only %d variables have points; the test needs 3", len(ids))
+	}
+	hourly, latest := "`"+w.db+"`.datapoints_hourly", "`"+w.db+"`.datapoints_latest"
+	exec := func(q string) {
+		t.Helper()
+		if err := w.conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	// A wrong count: the first hour of ids[0] counts one point more.
+	exec(fmt.Sprintf("INSERT INTO %s SELECT variable_id, device_id, hour, count + 1, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version + 1 "+
+		"FROM %s FINAL WHERE variable_id = '%s' ORDER BY hour LIMIT 1", hourly, hourly, ids[0]))
+	// A missing hour: the last hour of ids[1] is gone.
+	exec(fmt.Sprintf("ALTER TABLE %s DELETE WHERE variable_id = '%s' AND hour = (SELECT max(hour) FROM %s WHERE variable_id = '%s')", hourly, ids[1], hourly, ids[1]))
+	// An extra hour: ids[0] has no point ten days back.
+	exec(fmt.Sprintf("INSERT INTO %s (variable_id, device_id, hour, count, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version) "+
+		"SELECT '%s', 'd', toStartOfHour(now() - INTERVAL 10 DAY), toUInt64(3), 3., 1., 1., 1., 1., toInt64(0), toInt64(0), toUInt64(1)", hourly, ids[0]))
+	// A wrong latest row, and a missing one.
+	exec(fmt.Sprintf("INSERT INTO %s SELECT variable_id, device_id, device_label, variable_label, ts_ms, ts, value + 1, context, lat, lng, version + 1 "+
+		"FROM %s FINAL WHERE variable_id = '%s'", latest, latest, ids[2]))
+	exec(fmt.Sprintf("ALTER TABLE %s DELETE WHERE variable_id = '%s'", latest, ids[1]))
+	w.waitMutations()
+
+	code, out, errs = verify()
+	if code != 1 || !strings.Contains(out, ", 5 rows differ from datapoints FINAL") {
+		t.Fatalf("verify of corrupted analyst tables exited %d, want 1 and 5 rows:\n%s\n%s", code, out, lastLines(errs, 5))
+	}
+	for _, want := range []string{
+		"datapoints_hourly  " + ids[0], "count ", "datapoints_hourly  " + ids[1], "missing", "extra: no point in that hour",
+		"datapoints_latest  " + ids[2], "got {ts_ms=", "datapoints_latest  " + ids[1],
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("verify's report lacks %q:\n%s", want, out)
+		}
+	}
+	if last := lastLines(errs, 1); !strings.Contains(last, "5 rows of the analyst tables differ") || !strings.Contains(last, "--repair") {
+		t.Errorf("last stderr line %q; want the difference summarised with the next step", last)
+	}
+	code, out, _ = verify("--json")
+	var rep struct {
+		Rollups struct {
+			Hours, Latest int
+			Diffs         []struct {
+				Table      string `json:"table"`
+				VariableID string `json:"variable_id"`
+				HourMs     int64  `json:"hour_ms"`
+				Problem    string `json:"problem"`
+			} `json:"diffs"`
+		} `json:"rollups"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != 1 {
+		t.Fatalf("verify --json exited %d with unreadable JSON (%v):\n%s", code, err, out)
+	}
+	tables := map[string]int{}
+	for _, d := range rep.Rollups.Diffs {
+		tables[d.Table]++
+		if d.Table == "datapoints_hourly" && d.HourMs == 0 {
+			t.Errorf("hourly diff without its hour: %+v", d)
+		}
+	}
+	if len(rep.Rollups.Diffs) != 5 || tables["datapoints_hourly"] != 3 || tables["datapoints_latest"] != 2 || rep.Rollups.Latest != len(ids) || rep.Rollups.Hours == 0 {
+		t.Fatalf("verify --json reports %+v; want 3 hourly and 2 latest diffs over %d latest rows", rep.Rollups, len(ids))
+	}
+
+	code, out, errs = verify("--repair")
+	if code != 0 || !strings.Contains(out, "analyst tables repair: rewrote 5 rows; 0 still differ") {
+		t.Fatalf("verify --repair exited %d:\n%s\n%s", code, out, lastLines(errs, 5))
+	}
+	code, out, errs = verify()
+	if code != 0 || !strings.Contains(out, ", 0 rows differ from datapoints FINAL") {
+		t.Fatalf("verify after the repair exited %d:\n%s\n%s", code, out, lastLines(errs, 5))
+	}
+	w.checkRollups()
+}

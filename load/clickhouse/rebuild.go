@@ -37,24 +37,30 @@ func (c *Client) Rebuild(ctx context.Context, from, to int64) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	return len(ids), c.rebuild(ctx, ids, lo, hi)
+}
+
+// rebuild rebuilds the hours [lo, hi) and the latest rows of the variables
+// ids (see Rebuild).
+func (c *Client) rebuild(ctx context.Context, ids []string, lo, hi int64) error {
 	for start := 0; start < len(ids); start += rollupBatch {
 		b := ids[start:min(start+rollupBatch, len(ids))]
 		in := quotedList(b)
 		if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
 			return c.conn.Exec(ctx, c.hourlySQL(in, lo, hi, c.NextVersion()))
 		}); err != nil {
-			return 0, fmt.Errorf("rebuild %s for %d variables over [%s, %s): %w", TableHourly, len(b), msUTC(lo), msUTC(hi), err)
+			return fmt.Errorf("rebuild %s for %d variables over [%s, %s): %w", TableHourly, len(b), msUTC(lo), msUTC(hi), err)
 		}
 		if err := c.emptyHours(ctx, in, lo, hi); err != nil {
-			return 0, err
+			return err
 		}
 		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
 			return c.conn.Exec(ctx, c.latestSQL(in, 0, c.NextVersion()))
 		}); err != nil {
-			return 0, fmt.Errorf("rebuild %s for %d variables: %w", TableLatest, len(b), err)
+			return fmt.Errorf("rebuild %s for %d variables: %w", TableLatest, len(b), err)
 		}
 	}
-	return len(ids), nil
+	return nil
 }
 
 // rebuildVariables lists, sorted, the variables with a point or a live
@@ -62,8 +68,7 @@ func (c *Client) Rebuild(ctx context.Context, from, to int64) (int, error) {
 func (c *Client) rebuildVariables(ctx context.Context, lo, hi int64) ([]string, error) {
 	seen := map[string]bool{}
 	for _, q := range []string{
-		fmt.Sprintf("SELECT DISTINCT variable_id FROM %s WHERE ts_ms >= %d AND ts_ms < %d AND ts >= toDateTime(%d) AND ts <= toDateTime(%d)",
-			c.Table(TableDatapoints), lo, hi, lo/1000, hi/1000),
+		"SELECT DISTINCT variable_id FROM " + c.Table(TableDatapoints) + " WHERE " + rangeWhere(lo, hi),
 		fmt.Sprintf("SELECT DISTINCT variable_id FROM %s WHERE hour >= toDateTime(%d) AND hour < toDateTime(%d)", c.Table(TableHourly), lo/1000, hi/1000),
 	} {
 		rows, err := c.conn.Query(ctx, q)

@@ -171,8 +171,13 @@ func batches(touched []pipeline.Touched, of func(pipeline.Touched) window) []bat
 // granules concerned. Filtering FINAL on these columns is exact: every
 // version of a point has the same variable_id, ts_ms and ts.
 func pointsWhere(in string, from, to int64) string {
-	w := "variable_id IN (" + in + ") AND ts_ms >= " + strconv.FormatInt(from, 10) +
-		" AND ts >= toDateTime(" + strconv.FormatInt(max(from, 0)/1000, 10) + ")"
+	return "variable_id IN (" + in + ") AND " + rangeWhere(from, to)
+}
+
+// rangeWhere selects the points of every variable from from (ms) on, and
+// before to when to > 0 (see pointsWhere).
+func rangeWhere(from, to int64) string {
+	w := "ts_ms >= " + strconv.FormatInt(from, 10) + " AND ts >= toDateTime(" + strconv.FormatInt(max(from, 0)/1000, 10) + ")"
 	if to > 0 {
 		w += " AND ts_ms < " + strconv.FormatInt(to, 10) +
 			" AND ts <= toDateTime(" + strconv.FormatInt(max(to, 0)/1000, 10) + ")"

@@ -1,0 +1,261 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/verify"
+)
+
+// CheckRollups compares the analyst tables with the same aggregates over
+// datapoints FINAL: the hourly rows of every hour that [from, to] (POSIX
+// ms, inclusive) touches, and the latest row of every variable with a
+// point in those hours. Both sides are computed by ClickHouse and compared
+// here, column by column: exactly, except sum, which ClickHouse adds in the
+// order its threads and parts give it, so two sums of the same values may
+// differ in their last bits (equal within 1e-12 of the sum of the absolute
+// values). A row with count = 0 (an hour a rebuild emptied) counts as no
+// row. Nothing is compared inside SQL with a join or a subquery over two
+// tables, so it runs unchanged on a cluster's Distributed tables.
+func (c *Client) CheckRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
+	lo, hi := pipeline.HourStart(from), pipeline.HourStart(to)+pipeline.HourMs
+	var rep verify.RollupReport
+	want, err := c.hourlyRows(ctx, "SELECT "+hourlyAggregates+", sum(abs(value)) FROM "+c.Table(TableDatapoints)+
+		" FINAL PREWHERE "+rangeWhere(lo, hi)+" GROUP BY variable_id, hour", true)
+	if err != nil {
+		return rep, fmt.Errorf("aggregate datapoints FINAL by hour over [%s, %s): %w", msUTC(lo), msUTC(hi), err)
+	}
+	got, err := c.hourlyRows(ctx, fmt.Sprintf("SELECT variable_id, device_id, hour, count, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms FROM %s FINAL PREWHERE hour >= toDateTime(%d) AND hour < toDateTime(%d) WHERE count > 0",
+		c.Table(TableHourly), lo/1000, hi/1000), false)
+	if err != nil {
+		return rep, fmt.Errorf("read %s over [%s, %s): %w", TableHourly, msUTC(lo), msUTC(hi), err)
+	}
+	rep.Hours = len(want)
+	ids := map[string]bool{}
+	for k, w := range want {
+		ids[k.id] = true
+		g, ok := got[k]
+		switch {
+		case !ok:
+			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "missing"})
+		default:
+			if p := w.differs(g); p != "" {
+				rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: p})
+			}
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			ids[k.id] = true
+			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "extra: no point in that hour"})
+		}
+	}
+	list := make([]string, 0, len(ids))
+	for id := range ids {
+		list = append(list, id)
+	}
+	sort.Strings(list)
+	for start := 0; start < len(list); start += rollupBatch {
+		in := quotedList(list[start:min(start+rollupBatch, len(list))])
+		wantL, err := c.latestRows(ctx, "SELECT "+latestFields+" FROM (SELECT "+latestAggregate+" FROM "+c.Table(TableDatapoints)+
+			" WHERE variable_id IN ("+in+") GROUP BY variable_id)")
+		if err != nil {
+			return rep, fmt.Errorf("aggregate the newest points: %w", err)
+		}
+		gotL, err := c.latestRows(ctx, "SELECT variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng FROM "+
+			c.Table(TableLatest)+" FINAL PREWHERE variable_id IN ("+in+")")
+		if err != nil {
+			return rep, fmt.Errorf("read %s: %w", TableLatest, err)
+		}
+		rep.Latest += len(wantL)
+		for id, w := range wantL {
+			g, ok := gotL[id]
+			switch {
+			case !ok:
+				rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "missing"})
+			case g != w:
+				rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "got " + g.String() + ", want " + w.String()})
+			}
+		}
+		for id, g := range gotL {
+			if _, ok := wantL[id]; !ok {
+				rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "extra: the variable has no point; holds " + g.String()})
+			}
+		}
+	}
+	sort.Slice(rep.Diffs, func(i, j int) bool {
+		a, b := rep.Diffs[i], rep.Diffs[j]
+		return a.VariableID < b.VariableID || (a.VariableID == b.VariableID && (a.Table < b.Table || (a.Table == b.Table && a.HourMs < b.HourMs)))
+	})
+	return rep, nil
+}
+
+// RepairRollups rewrites exactly the rows of diffs (from CheckRollups):
+// each variable's differing hours, a run of consecutive hours per
+// statement, recomputed from datapoints FINAL (an hour with no point left
+// gets a count = 0 row, see Rebuild), and the latest rows that differ.
+func (c *Client) RepairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
+	hours := map[string][]int64{}
+	var latest []string
+	for _, d := range diffs {
+		if d.Table == TableLatest {
+			latest = append(latest, d.VariableID)
+		} else {
+			hours[d.VariableID] = append(hours[d.VariableID], d.HourMs)
+		}
+	}
+	for id, hs := range hours {
+		sort.Slice(hs, func(i, j int) bool { return hs[i] < hs[j] })
+		in := quotedList([]string{id})
+		for i := 0; i < len(hs); {
+			j := i + 1
+			for j < len(hs) && hs[j] == hs[j-1]+pipeline.HourMs {
+				j++
+			}
+			lo, hi := hs[i], hs[j-1]+pipeline.HourMs
+			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
+				return c.conn.Exec(ctx, c.hourlySQL(in, lo, hi, c.NextVersion()))
+			}); err != nil {
+				return fmt.Errorf("rewrite %s of %s over [%s, %s): %w", TableHourly, id, msUTC(lo), msUTC(hi), err)
+			}
+			if err := c.emptyHours(ctx, in, lo, hi); err != nil {
+				return err
+			}
+			i = j
+		}
+	}
+	sort.Strings(latest)
+	for start := 0; start < len(latest); start += rollupBatch {
+		b := latest[start:min(start+rollupBatch, len(latest))]
+		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, c.latestSQL(quotedList(b), 0, c.NextVersion()))
+		}); err != nil {
+			return fmt.Errorf("rewrite %s of %d variables: %w", TableLatest, len(b), err)
+		}
+	}
+	return nil
+}
+
+type hourKey struct {
+	id   string
+	hour int64 // ms
+}
+
+// hourlyRow is one hourly row, as stored or as computed.
+type hourlyRow struct {
+	device                     string
+	count                      uint64
+	sum, min, max, first, last float64
+	firstTs, lastTs            int64
+	absSum                     float64
+}
+
+// differs names the columns of got that differ from r, the expected row.
+func (r hourlyRow) differs(got hourlyRow) string {
+	var p []string
+	if got.device != r.device {
+		p = append(p, fmt.Sprintf("device_id %q want %q", got.device, r.device))
+	}
+	if got.count != r.count {
+		p = append(p, fmt.Sprintf("count %d want %d", got.count, r.count))
+	}
+	if math.Abs(got.sum-r.sum) > 1e-12*math.Max(1, r.absSum) && !(math.IsNaN(got.sum) && math.IsNaN(r.sum)) && got.sum != r.sum {
+		p = append(p, fmt.Sprintf("sum %v want %v", got.sum, r.sum))
+	}
+	for _, f := range []struct {
+		name      string
+		got, want float64
+	}{{"min", got.min, r.min}, {"max", got.max, r.max}, {"first_value", got.first, r.first}, {"last_value", got.last, r.last}} {
+		if f.got != f.want && !(math.IsNaN(f.got) && math.IsNaN(f.want)) {
+			p = append(p, fmt.Sprintf("%s %v want %v", f.name, f.got, f.want))
+		}
+	}
+	if got.firstTs != r.firstTs || got.lastTs != r.lastTs {
+		p = append(p, fmt.Sprintf("first..last_ts_ms %d..%d want %d..%d", got.firstTs, got.lastTs, r.firstTs, r.lastTs))
+	}
+	return strings.Join(p, ", ")
+}
+
+// hourlyRows runs q, whose columns are hourlyColumns without the version
+// (plus the sum of absolute values when abs), into rows by key.
+func (c *Client) hourlyRows(ctx context.Context, q string, abs bool) (map[hourKey]hourlyRow, error) {
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[hourKey]hourlyRow{}
+	for rows.Next() {
+		var (
+			id   string
+			hour time.Time
+			r    hourlyRow
+		)
+		dest := []any{&id, &r.device, &hour, &r.count, &r.sum, &r.min, &r.max, &r.first, &r.last, &r.firstTs, &r.lastTs}
+		if abs {
+			dest = append(dest, &r.absSum)
+		}
+		if err := rows.Scan(dest...); err != nil {
+			return nil, err
+		}
+		out[hourKey{id, hour.UnixMilli()}] = r
+	}
+	return out, rows.Err()
+}
+
+// latestRow is one latest row, as stored or as computed, comparable with ==
+// (a NaN value is held as its bits).
+type latestRow struct {
+	device, deviceLabel, variableLabel string
+	tsMs                               int64
+	value                              uint64
+	context                            string
+	lat, lng                           string
+}
+
+func (l latestRow) String() string {
+	return fmt.Sprintf("{ts_ms=%d value=%v context=%s lat=%s lng=%s device=%s labels=%s/%s}",
+		l.tsMs, math.Float64frombits(l.value), l.context, l.lat, l.lng, l.device, l.deviceLabel, l.variableLabel)
+}
+
+// latestRows runs q, whose columns are latestColumns without the version,
+// into rows by variable.
+func (c *Client) latestRows(ctx context.Context, q string) (map[string]latestRow, error) {
+	rows, err := c.conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := map[string]latestRow{}
+	for rows.Next() {
+		var (
+			id       string
+			ts       time.Time
+			value    float64
+			lat, lng *float64
+			r        latestRow
+		)
+		if err := rows.Scan(&id, &r.device, &r.deviceLabel, &r.variableLabel, &r.tsMs, &ts, &value, &r.context, &lat, &lng); err != nil {
+			return nil, err
+		}
+		r.value = math.Float64bits(value)
+		if math.IsNaN(value) {
+			r.value = math.Float64bits(math.NaN())
+		}
+		r.lat, r.lng = nullable(lat), nullable(lng)
+		out[id] = r
+	}
+	return out, rows.Err()
+}
+
+func nullable(p *float64) string {
+	if p == nil {
+		return "NULL"
+	}
+	return fmt.Sprint(*p)
+}
