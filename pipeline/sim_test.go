@@ -288,6 +288,7 @@ func TestSimulation(t *testing.T) {
 		for _, l := range res.trace {
 			t.Log(l)
 		}
+		t.Logf("seed %d (%s): replays exactly: %v", res.seed, res.cfg, res.exact)
 		if res.failed() {
 			t.Fatal(res.report(res.cfg.vars, res.cfg.steps))
 		}

@@ -702,10 +702,12 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 	w := s.p.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// Sorted: the order marks become ready in is the loaders'.
 	ids := make([]string, len(marks))
 	for i, m := range marks {
 		ids[i] = m.VariableID
 	}
+	slices.Sort(ids)
 	content := fmt.Sprint(ids)
 	s.p.step("commit", content)
 	if s.p.dead {
