@@ -100,12 +100,28 @@ type simConfig struct {
 	serviceShortMs int64
 }
 
+func (c simCut) String() string {
+	return [...]string{"newest", "oldest", "any", "mixed", "per-frame"}[c]
+}
+
+func (o simOrder) String() string {
+	return [...]string{"newest-first", "oldest-first", "shuffled", "per-frame"}[o]
+}
+
+func (l laReading) String() string {
+	return [...]string{"newest-ts", "write-time", "none", "frozen", "stale"}[l]
+}
+
+func (m countMode) String() string {
+	return [...]string{"exact", "flaky", "none", "refused", "unavailable"}[m]
+}
+
 // serial reports whether the engine runs one fetcher and one loader, the
 // configuration whose runs replay exactly.
 func (c simConfig) serial() bool { return c.inFlight == 1 && c.workers == 1 }
 
 func (c simConfig) String() string {
-	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%d order=%d last_activity=%d counts=%d skip_idle=%v faults=%.2f crashes=%v service_short=%dms",
+	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%s order=%s last_activity=%s counts=%s skip_idle=%v faults=%.2f crashes=%v service_short=%dms",
 		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.skipIdle, c.faults, c.crashes, c.serviceShortMs)
 }
 

@@ -35,7 +35,7 @@ ORDER BY device_label, hour`
 FROM %[1]s.datapoints_hourly FINAL
 ANY INNER JOIN (SELECT id AS variable_id, device_label FROM %[1]s.variables FINAL WHERE label = 'temperature' AND deleted = 0) USING variable_id
 PREWHERE variable_id IN (SELECT id FROM %[1]s.variables FINAL WHERE label = 'temperature' AND deleted = 0)
-WHERE hour >= toStartOfHour(now()) - INTERVAL 30 DAY
+WHERE count > 0 AND hour >= toStartOfHour(now()) - INTERVAL 30 DAY
 ORDER BY device_label, hour`
 )
 
