@@ -162,8 +162,12 @@ func remainder(start, end, reach int64, open bool, limit int, innerLo, innerHi i
 	}
 	// Above: upwards from innerHi+1; the last window reaches end, open.
 	// Nothing is left above a proven window that reaches as far as the
-	// request did.
-	if innerHi >= reach {
+	// request did, nor above one that reaches past the end of an open
+	// request: what lies beyond it is all ahead of the cycle, never loaded,
+	// and its earliest point is noted instead (remainderReads). Reading it
+	// again would read the same proven window again, for ever, under a
+	// limit that keeps the oldest points.
+	if innerHi >= reach || (open && innerHi >= end) {
 		return ws
 	}
 	lo := innerHi + 1

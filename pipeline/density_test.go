@@ -215,8 +215,10 @@ func TestRemainderPlansTheEndsAroundTheProvenInside(t *testing.T) {
 			[]window{{900, 1000, false}, {1099, 1300, false}}, 1001, 1098},
 		{"exactly the limit missing: one read, which its count can prove whole", 0, 5000, false, desc, 200,
 			[]window{{0, 1000, false}, {1099, 5000, false}}, 1001, 1098},
-		{"inside reaches the end of an open request: the end is read open", 0, 1099, true, desc, 101,
-			[]window{{0, 1000, false}, {1099, 1099, true}}, 1001, 1099},
+		{"inside reaches the end of an open request: nothing above is read (only points ahead of the cycle lie there)", 0, 1099, true, desc, 101,
+			[]window{{0, 1000, false}}, 1001, 1099},
+		{"inside ends short of the end of an open request: the end is read open", 0, 1099, true, desc, 101,
+			[]window{{0, 1000, false}, {1099, 1099, true}}, 1001, 1098},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -5,6 +5,7 @@ package pipeline
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -139,5 +140,44 @@ func TestBackfillMovesAMarkOnlyWhenItReadTheMarksLookback(t *testing.T) {
 	}
 	if got, want := st.marks["v"].HwmMs, mem.points["v"][len(mem.points["v"])-1].TsMs; got != want {
 		t.Fatalf("a backfill from the mark's lookback left the mark at %d, want %d", got, want)
+	}
+}
+
+// More points stamped after a cycle's end than the limit (a device clock
+// hours ahead, a fast variable during a slow cycle), under a limit that
+// keeps the oldest points: the proven window reached past the end, the
+// remainder read [end, end] open again, the same frame came back, and the
+// cycle never ended (found by review: 178k requests in 2 s). Now nothing
+// past such a window is read: it is all ahead of the cycle, and its
+// earliest point is noted for the cycle that ends after it.
+func TestCutFramesOfPointsAheadOfTheCycleAreNotReadAgainForEver(t *testing.T) {
+	for _, mode := range []truncation{keepOldestAsc, keepNewestDesc, keepNewestAsc, keepNewestShuffled} {
+		t.Run(mode.String(), func(t *testing.T) {
+			const base = int64(1_700_000_000_000)
+			mem := &memSource{points: map[string][]Point{}, rng: rand.New(rand.NewPCG(1, 2))}
+			end := base + 100_000
+			for p := range 50 {
+				mem.points["v0"] = append(mem.points["v0"], Point{TsMs: base + int64(p)*1000, Value: 1, Context: []byte("{}")})
+			}
+			for p := range 250 {
+				mem.points["v0"] = append(mem.points["v0"], Point{TsMs: end + 1 + int64(p)*10, Value: 2, Context: []byte("{}")})
+			}
+			targets := []Target{{Variable: Variable{ID: "v0"}, Start: base, End: end, ReadFuture: true}}
+			src := &orderSource{memSource: mem, mode: mode}
+			w := &memWriter{rows: map[string]map[int64]Row{}}
+			st := &memStore{marks: map[string]Mark{}}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 1, MaxInFlight: 1}, nil, nil, nil).Run(ctx, targets)
+			if len(res.Failed) != 0 || src.series > 20 {
+				t.Fatalf("%d raw-series requests and %d counts for 50 points and 250 ahead (failed: %v)", src.series, src.counted, res.Failed)
+			}
+			if n := len(w.rows["v0"]); n != 50 {
+				t.Errorf("loaded %d points, want the 50 up to the end", n)
+			}
+			if m := st.marks["v0"]; m.FutureMs <= end || m.FutureMs > end+1 || m.HwmMs > end {
+				t.Errorf("mark %+v: want FutureMs in (%d, %d], hwm not past %d", m, end, end+1, end)
+			}
+		})
 	}
 }

@@ -375,6 +375,35 @@ type simProc struct {
 	// startSeq is the world's write counter when its run began: points
 	// written after it need not be loaded by the run's marks.
 	startSeq int64
+	// asked counts the raw-series requests of the run by content, and
+	// requests all of them: a run that asks the same request again and
+	// again, or far more than its data needs, never ends (liveness).
+	asked    map[string]int
+	requests int
+	stuck    bool
+}
+
+// Liveness bounds of one run: the same raw-series request more than
+// simMaxRepeats times, or more than simMaxRequests requests, is a loop.
+const (
+	simMaxRepeats  = 32
+	simMaxRequests = 50_000
+)
+
+// ask notes one raw-series request; past the liveness bounds the run is
+// flagged and stopped. Caller holds w.mu.
+func (p *simProc) ask(content string) {
+	if p.asked == nil {
+		p.asked = map[string]int{}
+	}
+	p.asked[content]++
+	p.requests++
+	if p.stuck || (p.asked[content] <= simMaxRepeats && p.requests <= simMaxRequests) {
+		return
+	}
+	p.stuck = true
+	p.w.violate("%s does not end: %d raw-series requests, %d of them %s", p.name, p.requests, p.asked[content], content)
+	p.cancel()
 }
 
 // step is a point where the process may crash. Caller holds w.mu.
@@ -473,6 +502,7 @@ func (s simSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink
 	w := s.p.w
 	content := fmt.Sprint(req.VariableIDs, req.Start, req.End, req.Limit)
 	w.mu.Lock()
+	s.p.ask(content)
 	s.p.step("series", content)
 	s.during("series", content)
 	if err := ctx.Err(); err != nil {

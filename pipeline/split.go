@@ -136,6 +136,14 @@ func (p *pass) remainderReads(req *request, cuts []cutFrame) []*request {
 	var next []*request
 	for _, k := range order {
 		group := byWindow[k]
+		if req.open && k.hi >= req.end && k.hi < req.seriesEnd() {
+			// The points past the proven window are all ahead of the
+			// cycle and are not read (see remainder): the earliest of
+			// them is the earliest the frame showed, or after the window.
+			for _, c := range group {
+				c.t.futureMs = earliest(c.t.futureMs, earliest(c.stats.futureSeen, k.hi+1))
+			}
+		}
 		targets := targetsOf(group)
 		for _, w := range remainder(req.start, req.end, req.seriesEnd(), req.open, p.e.opts.RowsPerRequest, k.lo, k.hi, group) {
 			next = append(next, &request{targets: targets, start: w.start, end: w.end, open: w.open})

@@ -25,20 +25,39 @@ import (
 func (c *Client) CheckRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
 	lo, hi := pipeline.HourStart(from), pipeline.HourStart(to)+pipeline.HourMs
 	var rep verify.RollupReport
+	// The variables with a point or a row in those hours, rollupBatch at a
+	// time: memory holds one batch's hours, not the range's.
+	ids, err := c.rebuildVariables(ctx, lo, hi)
+	if err != nil {
+		return rep, err
+	}
+	for start := 0; start < len(ids); start += rollupBatch {
+		if err := c.checkBatch(ctx, quotedList(ids[start:min(start+rollupBatch, len(ids))]), lo, hi, &rep); err != nil {
+			return rep, err
+		}
+	}
+	sort.Slice(rep.Diffs, func(i, j int) bool {
+		a, b := rep.Diffs[i], rep.Diffs[j]
+		return a.VariableID < b.VariableID || (a.VariableID == b.VariableID && (a.Table < b.Table || (a.Table == b.Table && a.HourMs < b.HourMs)))
+	})
+	return rep, nil
+}
+
+// checkBatch adds to rep the differences of the variables in `in` over the
+// hours [lo, hi), and their latest rows.
+func (c *Client) checkBatch(ctx context.Context, in string, lo, hi int64, rep *verify.RollupReport) error {
 	want, err := c.hourlyRows(ctx, "SELECT "+hourlyAggregates+", sum(abs(value)) FROM "+c.Table(TableDatapoints)+
-		" FINAL PREWHERE "+rangeWhere(lo, hi)+" GROUP BY variable_id, hour", true)
+		" FINAL PREWHERE "+pointsWhere(in, lo, hi)+" GROUP BY variable_id, hour", true)
 	if err != nil {
-		return rep, fmt.Errorf("aggregate datapoints FINAL by hour over [%s, %s): %w", msUTC(lo), msUTC(hi), err)
+		return fmt.Errorf("aggregate datapoints FINAL by hour over [%s, %s): %w", msUTC(lo), msUTC(hi), err)
 	}
-	got, err := c.hourlyRows(ctx, fmt.Sprintf("SELECT variable_id, device_id, hour, count, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms FROM %s FINAL PREWHERE hour >= toDateTime(%d) AND hour < toDateTime(%d) WHERE count > 0",
-		c.Table(TableHourly), lo/1000, hi/1000), false)
+	got, err := c.hourlyRows(ctx, fmt.Sprintf("SELECT variable_id, device_id, hour, count, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms FROM %s FINAL PREWHERE variable_id IN (%s) AND hour >= toDateTime(%d) AND hour < toDateTime(%d) WHERE count > 0",
+		c.Table(TableHourly), in, lo/1000, hi/1000), false)
 	if err != nil {
-		return rep, fmt.Errorf("read %s over [%s, %s): %w", TableHourly, msUTC(lo), msUTC(hi), err)
+		return fmt.Errorf("read %s over [%s, %s): %w", TableHourly, msUTC(lo), msUTC(hi), err)
 	}
-	rep.Hours = len(want)
-	ids := map[string]bool{}
+	rep.Hours += len(want)
 	for k, w := range want {
-		ids[k.id] = true
 		g, ok := got[k]
 		switch {
 		case !ok:
@@ -51,48 +70,35 @@ func (c *Client) CheckRollups(ctx context.Context, from, to int64) (verify.Rollu
 	}
 	for k := range got {
 		if _, ok := want[k]; !ok {
-			ids[k.id] = true
 			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "extra: no point in that hour"})
 		}
 	}
-	list := make([]string, 0, len(ids))
-	for id := range ids {
-		list = append(list, id)
+	wantL, err := c.latestRows(ctx, "SELECT "+latestFields+" FROM (SELECT "+latestAggregate+" FROM "+c.Table(TableDatapoints)+
+		" WHERE variable_id IN ("+in+") GROUP BY variable_id)")
+	if err != nil {
+		return fmt.Errorf("aggregate the newest points: %w", err)
 	}
-	sort.Strings(list)
-	for start := 0; start < len(list); start += rollupBatch {
-		in := quotedList(list[start:min(start+rollupBatch, len(list))])
-		wantL, err := c.latestRows(ctx, "SELECT "+latestFields+" FROM (SELECT "+latestAggregate+" FROM "+c.Table(TableDatapoints)+
-			" WHERE variable_id IN ("+in+") GROUP BY variable_id)")
-		if err != nil {
-			return rep, fmt.Errorf("aggregate the newest points: %w", err)
-		}
-		gotL, err := c.latestRows(ctx, "SELECT variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng FROM "+
-			c.Table(TableLatest)+" FINAL PREWHERE variable_id IN ("+in+")")
-		if err != nil {
-			return rep, fmt.Errorf("read %s: %w", TableLatest, err)
-		}
-		rep.Latest += len(wantL)
-		for id, w := range wantL {
-			g, ok := gotL[id]
-			switch {
-			case !ok:
-				rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "missing"})
-			case g != w:
-				rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "got " + g.String() + ", want " + w.String()})
-			}
-		}
-		for id, g := range gotL {
-			if _, ok := wantL[id]; !ok {
-				rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "extra: the variable has no point; holds " + g.String()})
-			}
+	gotL, err := c.latestRows(ctx, "SELECT variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng FROM "+
+		c.Table(TableLatest)+" FINAL PREWHERE variable_id IN ("+in+")")
+	if err != nil {
+		return fmt.Errorf("read %s: %w", TableLatest, err)
+	}
+	rep.Latest += len(wantL)
+	for id, w := range wantL {
+		g, ok := gotL[id]
+		switch {
+		case !ok:
+			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "missing"})
+		case g != w:
+			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "got " + g.String() + ", want " + w.String()})
 		}
 	}
-	sort.Slice(rep.Diffs, func(i, j int) bool {
-		a, b := rep.Diffs[i], rep.Diffs[j]
-		return a.VariableID < b.VariableID || (a.VariableID == b.VariableID && (a.Table < b.Table || (a.Table == b.Table && a.HourMs < b.HourMs)))
-	})
-	return rep, nil
+	for id, g := range gotL {
+		if _, ok := wantL[id]; !ok {
+			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "extra: the variable has no point; holds " + g.String()})
+		}
+	}
+	return nil
 }
 
 // RepairRollups rewrites exactly the rows of diffs (from CheckRollups):
@@ -164,7 +170,7 @@ func (r hourlyRow) differs(got hourlyRow) string {
 	if got.count != r.count {
 		p = append(p, fmt.Sprintf("count %d want %d", got.count, r.count))
 	}
-	if math.Abs(got.sum-r.sum) > 1e-12*math.Max(1, r.absSum) && !(math.IsNaN(got.sum) && math.IsNaN(r.sum)) && got.sum != r.sum {
+	if !sameSum(got.sum, r.sum, r.absSum) {
 		p = append(p, fmt.Sprintf("sum %v want %v", got.sum, r.sum))
 	}
 	for _, f := range []struct {
@@ -179,6 +185,21 @@ func (r hourlyRow) differs(got hourlyRow) string {
 		p = append(p, fmt.Sprintf("first..last_ts_ms %d..%d want %d..%d", got.firstTs, got.lastTs, r.firstTs, r.lastTs))
 	}
 	return strings.Join(p, ", ")
+}
+
+// sameSum reports whether two sums of the same values are equal: both NaN,
+// equal, or within 1e-12 of the sum of the absolute values (an infinite or
+// NaN sum equals only itself).
+func sameSum(got, want, absSum float64) bool {
+	switch {
+	case math.IsNaN(got) || math.IsNaN(want):
+		return math.IsNaN(got) && math.IsNaN(want)
+	case got == want:
+		return true
+	case math.IsInf(got, 0) || math.IsInf(want, 0) || math.IsInf(absSum, 0):
+		return false
+	}
+	return math.Abs(got-want) <= 1e-12*math.Max(1, absSum)
 }
 
 // hourlyRows runs q, whose columns are hourlyColumns without the version
