@@ -682,9 +682,16 @@ func (in *simInsert) Commit() error {
 	}
 	content := fmt.Sprintf("%d rows %x", len(in.rows), h.Sum64())
 	in.p.step("insert", content)
+	// part is a prefix of the rows: the blocks of an INSERT (or a
+	// Distributed table's shards) are stored one by one, so a failure can
+	// leave some of them stored.
+	part := func() []Row { return in.rows[:w.draw("insert/part", content)%uint64(len(in.rows)+1)] }
 	if in.p.dead {
-		// A process killed mid-INSERT: the rows may or may not be stored.
-		if w.chance("insert/dead-durable", content, 0.5) {
+		// A process killed mid-INSERT: none, some or all of its rows stored.
+		switch w.draw("insert/dead-durable", content) % 3 {
+		case 1:
+			w.store(part())
+		case 2:
 			w.store(in.rows)
 		}
 		return &simError{msg: "connection reset (process stopped)", retryable: true}
@@ -692,6 +699,9 @@ func (in *simInsert) Commit() error {
 	switch x := w.draw("insert", content) % 1000; {
 	case !w.quiet && float64(x) < 30*w.cfg.faults:
 		return &simError{msg: "INSERT failed before its rows were stored", retryable: true}
+	case !w.quiet && float64(x) < 45*w.cfg.faults:
+		w.store(part())
+		return &simError{msg: "INSERT failed after some of its rows were stored", retryable: true}
 	case !w.quiet && float64(x) < 60*w.cfg.faults:
 		w.store(in.rows)
 		return &simError{msg: "INSERT failed after its rows were stored", retryable: true}
