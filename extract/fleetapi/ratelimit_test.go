@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
 )
@@ -147,11 +148,12 @@ func TestA420StreakPausesEveryRequestAndPastTheBudgetFailsCallsAtOnce(t *testing
 	assertNoSecret(t, err, logs)
 }
 
-// heldBack starts a call that meets the answer status, then, once fleetsim
-// has sent it, a second call, and waits for both. It returns the
+// heldBack starts a call that meets the answer status, then, once the
+// client has seen it and scheduled its retry, a second call, and waits for
+// both. It returns the
 // arrivals of requests sent after the answer and within hold of the
 // first call's start: with every request held back, there are none.
-func (ls *limitedSim) heldBack(t *testing.T, c *Client, status string, hold time.Duration) []time.Duration {
+func (ls *limitedSim) heldBack(t *testing.T, c *Client, logs *observer.ObservedLogs, status string, hold time.Duration) []time.Duration {
 	t.Helper()
 	dev := ls.sim.Devices()[0].ID
 	first := time.Now()
@@ -161,9 +163,13 @@ func (ls *limitedSim) heldBack(t *testing.T, c *Client, status string, hold time
 		errA <- err
 	}()
 	deadline := time.Now().Add(5 * time.Second)
-	for ls.count(status) == 0 {
+	// The second call starts once the client has seen the answer and
+	// scheduled its retry (it logs that after setting the pause), not as
+	// soon as fleetsim sent it: in between, the client cannot know of the
+	// pause, and which of the two came first was the scheduler's choice.
+	for ls.count(status) == 0 || logs.FilterMessage("request failed; retrying").Len() == 0 {
 		if time.Now().After(deadline) {
-			t.Fatalf("fleetsim answered no %s within 5s", status)
+			t.Fatalf("fleetsim answered no %s, or the client did not retry it, within 5s", status)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -187,13 +193,13 @@ func (ls *limitedSim) heldBack(t *testing.T, c *Client, status string, hold time
 
 func TestA420ShorterThanTheRetryBudgetIsWaitedOutByEveryCallTogether(t *testing.T) {
 	ls := newLimitedSim(t, fleetsim.RateLimit{})
-	c, _, _ := newTestClient(t, ls.srv.URL, func(cfg *Config) {
+	c, logs, _ := newTestClient(t, ls.srv.URL, func(cfg *Config) {
 		cfg.MaxElapsed, cfg.BackoffMax = 8*time.Second, time.Second
 	})
 	ls.sim.ExhaustAll(1500 * time.Millisecond)
 	// The 420 pauses every request for 1s (a quarter of the budget, up to
 	// BackoffMax): a call started during the pause waits it out.
-	if early := ls.heldBack(t, c, "420", 900*time.Millisecond); len(early) > 0 {
+	if early := ls.heldBack(t, c, logs, "420", 900*time.Millisecond); len(early) > 0 {
 		t.Fatalf("requests arrived %v after the first, inside the 1s pause the 420 started", early)
 	}
 	if n := ls.count("420"); n > 3 {
@@ -203,7 +209,7 @@ func TestA420ShorterThanTheRetryBudgetIsWaitedOutByEveryCallTogether(t *testing.
 
 func TestRetryAfterOfA429HoldsBackEveryRequestWithoutMovingTheRate(t *testing.T) {
 	ls := newLimitedSim(t, fleetsim.RateLimit{PerSecond: 0.5, Burst: 1, RetryAfter: true})
-	c, _, reg := newTestClient(t, ls.srv.URL, func(cfg *Config) { cfg.MaxElapsed = 30 * time.Second })
+	c, logs, reg := newTestClient(t, ls.srv.URL, func(cfg *Config) { cfg.MaxElapsed = 30 * time.Second })
 	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r != 0 {
 		t.Fatalf("fleetsync_api_request_rate is %v before any 429, want 0 (unlimited)", r)
 	}
@@ -212,7 +218,7 @@ func TestRetryAfterOfA429HoldsBackEveryRequestWithoutMovingTheRate(t *testing.T)
 	}
 	// The next call gets a 429 with Retry-After: 2; a call started after
 	// that 429 must not reach the service before those 2s have passed.
-	if early := ls.heldBack(t, c, "429", 1900*time.Millisecond); len(early) > 0 {
+	if early := ls.heldBack(t, c, logs, "429", 1900*time.Millisecond); len(early) > 0 {
 		t.Fatalf("requests arrived %v after the 429's request, inside its Retry-After: 2", early)
 	}
 	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r != 0 {
