@@ -32,12 +32,9 @@ type Batch struct {
 type Span struct {
 	VariableID string
 	Rows       int
-	// MinTsMs and MaxTsMs bound the span's timestamps: the rollups
-	// recompute the hours between them (rollup.go).
+	// MinTsMs and MaxTsMs bound the span's timestamps: what the Rollup
+	// hook is handed (rollup.go).
 	MinTsMs, MaxTsMs int64
-	// agg is the span's rows aggregated by the loader (aggregate.go), nil
-	// until then.
-	agg *spanAgg
 }
 
 // Len is the number of rows in the batch.

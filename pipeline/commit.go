@@ -16,26 +16,9 @@ func (p *pass) releaseLocked(t *targetState) {
 	}
 	// What landed is rolled up even when the target failed: the rows are
 	// in the table whether or not its mark moves.
-	if t.points > 0 {
-		touched := t.loaded
-		// A window that reaches back to the mark re-reads points the table
-		// already holds, so the table would disprove the aggregates: they are
-		// not offered, which spares the Rollup a check bound to fail.
-		if t.err == nil && !(t.HasMark && t.start <= t.Mark.HwmMs) {
-			if touched.Agg = aggregatesOf(t.aggs, t.points); touched.Agg != nil {
-				touched.Agg.First = !t.HasMark
-				p.heldHours += len(touched.Agg.Hours)
-				if p.heldHours >= maxHeldHours {
-					select {
-					case p.held <- struct{}{}:
-					default:
-					}
-				}
-			}
-		}
-		p.touched = append(p.touched, touched)
+	if r, ok := t.touchedOf(); ok {
+		p.touched = append(p.touched, r)
 	}
-	t.aggs = nil
 	if t.err != nil {
 		p.failed = append(p.failed, &TargetError{Variable: t.Variable, Start: t.start, End: t.end, Err: t.err})
 		return
@@ -61,9 +44,10 @@ func (p *pass) ackSpans(spans []Span, err error) {
 				t.err = err
 			}
 		} else {
+			if t.points == 0 || s.MinTsMs < t.minTs {
+				t.minTs = s.MinTsMs
+			}
 			t.maxTs = max(t.maxTs, s.MaxTsMs)
-			t.aggs = append(t.aggs, s.agg)
-			t.loaded.widen(t.Variable.ID, t.points == 0, s)
 			t.points += int64(s.Rows)
 			n += int64(s.Rows)
 		}
@@ -91,16 +75,6 @@ const rollupPace = 9
 // maxCommitGap is the longest the pacing holds marks back.
 const maxCommitGap = time.Minute
 
-// maxHeldHours bounds the loaded aggregates waiting for a commit (56
-// bytes an hour, 5.4 MB here): past it the committer commits at once,
-// without waiting for its tick or its pace, so that a backfill's memory
-// does not grow with its size. Each commit costs ClickHouse new parts of
-// the rollup tables whatever its size (about 0.1 CPU-s on 18.16 under a
-// backfill's load), so the bound is not set lower than memory asks: at a
-// third of it a 5 M backfill made twice the commits and took 0.1–0.15 s
-// longer.
-const maxHeldHours = 96 << 10
-
 // committer writes ready marks every second, paced by rollupPace, and
 // once more at the end.
 func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
@@ -109,31 +83,19 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 	var next time.Time // no commit before next
 	paced := func() {
 		start := time.Now()
-		if rolled := p.commit(ctx, false); rolled > 0 {
+		if rolled := p.commit(ctx); rolled > 0 {
 			next = start.Add(min(rolled*(rollupPace+1), maxCommitGap))
 		}
 	}
 	for {
 		select {
-		case <-p.held:
-			// Completions go on signalling while the committer wakes, so a
-			// signal can outlive the commit that took their hours: only
-			// hours still over the bound call for one. A commit of the few
-			// variables completed meanwhile would cost the rollup tables
-			// their new parts for nothing.
-			p.mu.Lock()
-			over := p.heldHours >= maxHeldHours
-			p.mu.Unlock()
-			if over {
-				paced()
-			}
 		case <-tick.C:
 			if time.Now().Before(next) {
 				continue
 			}
 			paced()
 		case <-stop:
-			p.commit(ctx, true)
+			p.commit(ctx)
 			return
 		}
 	}
@@ -142,14 +104,14 @@ func (p *pass) committer(ctx context.Context, stop <-chan struct{}) {
 // commit recomputes the rollups of the targets completed since the last
 // commit, then writes the ready marks. The rollups go first so that a
 // crash between the load and the rollup leaves the marks behind: the next
-// cycle reads those windows again and recomputes their hours. last says
-// the loads are over. It returns how long the recompute took.
-func (p *pass) commit(ctx context.Context, last bool) time.Duration {
+// cycle reads those windows again and hands them to the hook again. It
+// returns how long the hook took.
+func (p *pass) commit(ctx context.Context) time.Duration {
 	p.mu.Lock()
-	marks, touched, hours := p.ready, p.touched, p.heldHours
-	p.ready, p.touched, p.heldHours = nil, nil, 0
+	marks, touched := p.ready, p.touched
+	p.ready, p.touched = nil, nil
 	p.mu.Unlock()
-	rolled, err := p.rollUp(ctx, touched, last && hours >= splitHours)
+	rolled, err := p.rollUp(ctx, touched)
 	if err != nil {
 		p.e.log.Error("recomputing the rollups failed; the marks of these variables stay where they were, so the next cycle reads their windows again and recomputes them",
 			zap.Int("variables", len(touched)), zap.Int("marks", len(marks)), zap.Error(err))

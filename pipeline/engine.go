@@ -112,11 +112,6 @@ type pass struct {
 	commitErr error
 	ready     []Mark
 	touched   []Touched
-	// heldHours counts the hours of the aggregates in touched: the
-	// committer does not let them pile up past maxHeldHours.
-	heldHours int
-	// held wakes the committer when heldHours reaches maxHeldHours.
-	held      chan struct{}
 	rolledFor time.Duration
 	failed    []*TargetError
 	complete  int
@@ -211,7 +206,6 @@ func (e *Engine) pass(ctx context.Context, targets []Target, floor int64) RunRes
 	p.q.doneAdding()
 
 	p.chunks = make(chan *Batch, e.opts.InsertWorkers)
-	p.held = make(chan struct{}, 1)
 	var loaders sync.WaitGroup
 	for range e.opts.InsertWorkers {
 		loaders.Add(1)

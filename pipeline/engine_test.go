@@ -164,7 +164,7 @@ func fixture(nVars, nPoints int, start int64) (*memSource, []Target) {
 			}
 			src.points[id] = append(src.points[id], Point{TsMs: start + int64(p)*1000 + int64(v), Value: float64(p), Context: ctx})
 		}
-		targets = append(targets, Target{Variable: Variable{ID: id, Label: "var" + id, DeviceID: "d1", DeviceLabel: "dev"}, Start: start, End: start + int64(nPoints)*1000 + 1000})
+		targets = append(targets, Target{Variable: Variable{ID: id, Label: "var" + id, DeviceID: "d1", DeviceLabel: "dev"}, Start: start, End: start + int64(nPoints)*1000 + 1000, From: start})
 	}
 	return src, targets
 }

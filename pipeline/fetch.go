@@ -15,10 +15,9 @@ type targetState struct {
 	Target
 	start, end int64
 	pending    int
-	maxTs      int64
-	// loaded is the range of timestamps of its acknowledged rows (valid
-	// when points > 0), the range its rollups are recomputed over.
-	loaded Touched
+	// minTs and maxTs bound the timestamps of its acknowledged rows
+	// (minTs is valid when points > 0).
+	minTs, maxTs int64
 	// futureMs is the earliest timestamp after end seen in a complete
 	// frame, or a lower bound of it (0 when none).
 	futureMs int64
@@ -26,9 +25,7 @@ type targetState struct {
 	// reloaded is the rows loaded from cut frames whose windows are read
 	// again: points counts them twice.
 	reloaded int64
-	// aggs are the aggregates of the spans acknowledged so far.
-	aggs []*spanAgg
-	err  error
+	err      error
 }
 
 // request is one raw-series request over [start, end]. An open request

@@ -59,10 +59,6 @@ func (p *pass) loader(ctx context.Context) {
 			}
 			timer.Reset(o.BatchAge)
 		}
-		if o.Rollup != nil {
-			// Before Append: the chunk is recycled once it is sent.
-			aggregateSpans(c)
-		}
 		spans = append(spans, c.Spans...)
 		rows += c.Len()
 		size += c.Bytes

@@ -16,6 +16,12 @@ type Target struct {
 	// Mark is the variable's stored mark (zero when it has none).
 	Mark    Mark
 	HasMark bool
+	// From is where the window would start without the retention floor:
+	// the mark minus the lookback in a cycle, noMark without a mark, the
+	// requested start in a backfill. An earlier pass with an older floor
+	// may have loaded points down to it and stopped before its commit;
+	// the Rollup hook is handed the range from it (see Touched).
+	From int64
 	// ReadFuture makes the requests reach past End, so that points stamped
 	// after it (a device clock ahead, a point written while the cycle runs)
 	// are seen: they are not loaded, but the earliest is recorded in the
@@ -82,16 +88,17 @@ func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Targ
 			skipped++
 			continue
 		}
-		start := o.Floor
-		if ok && m.HwmMs > 0 && m.HwmMs-lookback > start {
-			start = m.HwmMs - lookback
+		from := int64(noMark)
+		if ok && m.HwmMs > 0 {
+			from = m.HwmMs - lookback
 		}
+		start := max(o.Floor, from)
 		if start > o.End {
 			// A mark in the future (a skewed clock when it was written): re-read
 			// the lookback before now instead of nothing at all.
 			start = max(o.End-lookback, o.Floor)
 		}
-		targets = append(targets, Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, ReadFuture: true})
+		targets = append(targets, Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from, ReadFuture: true})
 	}
 	return targets, skipped
 }

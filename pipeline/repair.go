@@ -20,7 +20,7 @@ func (s *Syncer) BackfillVariables(ctx context.Context, vars []Variable, from, t
 	}
 	targets := make([]Target, 0, len(vars))
 	for _, v := range vars {
-		targets = append(targets, Target{Variable: v, Start: start, End: end})
+		targets = append(targets, Target{Variable: v, Start: start, End: end, From: start})
 	}
 	keepMarks := func(Target, Outcome) (Mark, bool) { return Mark{}, false }
 	res := s.move(ctx, targets, floor, keepMarks)

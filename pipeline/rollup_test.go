@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -51,9 +52,10 @@ func TestEngineRecomputesTheRangesItLoadedBeforeCommittingTheirMarks(t *testing.
 	}
 	for _, tg := range targets {
 		pts := src.points[tg.Variable.ID]
-		want := Touched{VariableID: tg.Variable.ID, FromMs: pts[0].TsMs, ToMs: pts[len(pts)-1].TsMs}
-		if got := ru.touched[tg.Variable.ID]; got.VariableID != want.VariableID || got.FromMs != want.FromMs || got.ToMs != want.ToMs {
-			t.Errorf("recomputed %+v, want the loaded range %+v", got, want)
+		// The fixture's first point lies above its window's start.
+		want := Touched{VariableID: tg.Variable.ID, FromMs: tg.From, ToMs: pts[len(pts)-1].TsMs, Loaded: true}
+		if got := ru.touched[tg.Variable.ID]; got != want {
+			t.Errorf("recomputed %+v, want the loaded range widened to the window's start %+v", got, want)
 		}
 		if _, ok := st.marks[tg.Variable.ID]; !ok {
 			t.Errorf("no mark committed for %s", tg.Variable.ID)
@@ -79,132 +81,85 @@ func TestEngineLeavesTheMarksWhenTheRollupFails(t *testing.T) {
 	}
 }
 
-// halvesRollup records each Recompute call's variables. When meet is set,
-// a call returns only once two calls have started, so calls made one after
-// the other fail instead of passing by luck.
-type halvesRollup struct {
-	st    *memStore
-	meet  bool
-	fail  map[string]error // by the first variable of a call
-	mu    sync.Mutex
-	calls [][]string
-	early []string
-	both  chan struct{} // closed when the second call starts
+// A pass that loaded points from an older retention floor and stopped
+// before its commit left them in the warehouse; once the floor has moved
+// past them no pass reads them again. The hook is handed the range from
+// where the window would start without the floor, whether or not this pass
+// loaded anything, and knows whether its end is a loaded point.
+func TestTheHookIsHandedWhatTheFloorCutOffTheWindow(t *testing.T) {
+	const floor = 1_700_000_000_000
+	src := &memSource{points: map[string][]Point{
+		"loads": {{TsMs: floor + 10, Value: 1}, {TsMs: floor + 20, Value: 2}},
+	}, failOnce: map[string]error{}, rng: rand.New(rand.NewPCG(1, 2))}
+	targets := []Target{
+		{Variable: Variable{ID: "loads"}, Start: floor, End: floor + 1000, From: noMark},
+		{Variable: Variable{ID: "silent"}, Start: floor, End: floor + 1000, From: floor - 5000},
+		{Variable: Variable{ID: "unclamped"}, Start: floor, End: floor + 1000, From: floor},
+	}
+	st := &memStore{marks: map[string]Mark{}}
+	ru := &memRollup{st: st, touched: map[string]Touched{}}
+	res := NewEngine(src, &memWriter{rows: map[string]map[int64]Row{}}, st, EngineOptions{Rollup: ru}, nil, nil, nil).Run(context.Background(), targets)
+	if len(res.Failed) != 0 || res.CommitErr != nil {
+		t.Fatalf("failed=%v commit=%v", res.Failed, res.CommitErr)
+	}
+	for id, want := range map[string]Touched{
+		"loads":  {VariableID: "loads", FromMs: noMark, ToMs: floor + 20, Loaded: true},
+		"silent": {VariableID: "silent", FromMs: floor - 5000, ToMs: floor - 1},
+	} {
+		if got := ru.touched[id]; got != want {
+			t.Errorf("%s: handed %+v, want %+v", id, got, want)
+		}
+	}
+	if got, ok := ru.touched["unclamped"]; ok {
+		t.Errorf("a window the floor did not cut, with nothing loaded, was handed to the hook: %+v", got)
+	}
 }
 
-func (r *halvesRollup) Recompute(_ context.Context, touched []Touched) error {
-	ids := make([]string, len(touched))
-	for i, t := range touched {
-		ids[i] = t.VariableID
+// Issue 24, case 4: a first sync loads points just inside the retention
+// window and stops before its rollup (here the hook fails, so no mark is
+// written); by the next cycle the floor has moved past them, so it never
+// reads them again. The next cycle hands the hook a range that covers
+// them, both when it loads newer points of the variable and when it loads
+// nothing.
+func TestAStoppedFirstSyncsPointsBelowTheNextFloorAreHandedToTheHook(t *testing.T) {
+	const minute = int64(60_000)
+	retention := 24 * time.Hour
+	now := time.UnixMilli(1_750_000_000_000)
+	floor0 := now.UnixMilli() - retention.Milliseconds()
+	pt := func(ts int64) Point { return Point{TsMs: ts, Value: 1, Context: []byte("{}")} }
+	mem := &memSource{points: map[string][]Point{
+		"newer":  {pt(floor0 + minute), pt(floor0 + 2*minute), pt(now.UnixMilli() - minute)},
+		"silent": {pt(floor0 + minute), pt(floor0 + 2*minute)},
+	}}
+	st := &memStore{marks: map[string]Mark{}}
+	w := &memWriter{rows: map[string]map[int64]Row{}}
+	ru := &memRollup{st: &memStore{marks: map[string]Mark{}}, touched: map[string]Touched{}, fail: errors.New("rollup failed")}
+	clock := now
+	s := NewSyncer(listingSource{mem}, w, Stages{}, st, SyncOptions{
+		Engine:    EngineOptions{RetryWait: time.Millisecond, Rollup: ru},
+		Retention: retention, Lookback: time.Hour, Now: func() time.Time { return clock },
+	}, nil, nil)
+	if _, err := s.Cycle(context.Background()); err == nil {
+		t.Fatal("the first cycle succeeded although its rollup failed")
 	}
-	marks, _ := r.st.Load(context.Background())
-	r.mu.Lock()
-	r.calls = append(r.calls, ids)
-	for _, id := range ids {
-		if _, ok := marks[id]; ok {
-			r.early = append(r.early, id)
-		}
+	if len(st.marks) != 0 || len(w.rows["silent"]) != 2 {
+		t.Fatalf("after the failed rollup: marks %v, %d points of silent stored; want none, 2", st.marks, len(w.rows["silent"]))
 	}
-	if r.meet && len(r.calls) == 2 {
-		close(r.both)
+	// The service drops what fell out of its window.
+	clock = now.Add(5 * time.Minute)
+	for id, pts := range mem.points {
+		mem.points[id] = slices.DeleteFunc(pts, func(p Point) bool { return p.TsMs < clock.UnixMilli()-retention.Milliseconds() })
 	}
-	r.mu.Unlock()
-	if r.meet {
-		select {
-		case <-r.both:
-		case <-time.After(10 * time.Second):
-			return errors.New("the other half never started beside this one")
-		}
+	ru.fail, ru.touched = nil, map[string]Touched{}
+	if _, err := s.Cycle(context.Background()); err != nil {
+		t.Fatal(err)
 	}
-	return r.fail[ids[0]]
-}
-
-// The last commit of a pass, after the loads, hands a large set of loaded
-// hours to the Rollup as two halves by variable id, side by side, and
-// commits the marks only after both; a small one, or any commit while the
-// loads run, goes in one call.
-func TestLastCommitRecomputesLargeSetsInTwoHalvesSideBySide(t *testing.T) {
-	ids := []string{"v07", "v03", "v11", "v01", "v09", "v05", "v02"}
-	run := func(t *testing.T, last bool, hours int, ru *halvesRollup) (*pass, *memStore) {
-		t.Helper()
-		st := &memStore{marks: map[string]Mark{}}
-		ru.st = st
-		p := &pass{e: NewEngine(nil, nil, st, EngineOptions{Rollup: ru}, nil, nil, nil)}
-		for _, id := range ids {
-			p.touched = append(p.touched, Touched{VariableID: id, Agg: &Aggregates{Hours: make([]HourAgg, 1)}})
-			p.ready = append(p.ready, Mark{VariableID: id, HwmMs: 1})
-		}
-		p.heldHours = hours
-		p.commit(context.Background(), last)
-		return p, st
-	}
-
-	t.Run("large, last", func(t *testing.T) {
-		ru := &halvesRollup{meet: true, both: make(chan struct{})}
-		p, st := run(t, true, splitHours, ru)
-		if p.commitErr != nil {
-			t.Fatal(p.commitErr)
-		}
-		if len(ru.calls) != 2 {
-			t.Fatalf("%d calls %v, want two halves", len(ru.calls), ru.calls)
-		}
-		low, high := ru.calls[0], ru.calls[1]
-		if low[0] > high[0] {
-			low, high = high, low
-		}
-		if want := []string{"v01", "v02", "v03"}; !slices.Equal(low, want) {
-			t.Errorf("low half %v, want %v", low, want)
-		}
-		if want := []string{"v05", "v07", "v09", "v11"}; !slices.Equal(high, want) {
-			t.Errorf("high half %v, want %v", high, want)
-		}
-		if len(ru.early) > 0 || len(st.marks) != len(ids) {
-			t.Errorf("marks of %v committed before their rollups; %d marks committed, want %d", ru.early, len(st.marks), len(ids))
-		}
-	})
-
-	t.Run("large, last, one half fails", func(t *testing.T) {
-		boom := errors.New("clickhouse refused the rollup")
-		ru := &halvesRollup{meet: true, both: make(chan struct{}), fail: map[string]error{"v05": boom}}
-		p, st := run(t, true, splitHours, ru)
-		if !errors.Is(p.commitErr, boom) {
-			t.Errorf("commit error %v, want the half's failure", p.commitErr)
-		}
-		if len(st.marks) != 0 {
-			t.Errorf("%d marks committed although a half of their rollups failed", len(st.marks))
-		}
-	})
-
-	for _, c := range []struct {
-		name  string
-		last  bool
-		hours int
-	}{{"small, last", true, splitHours - 1}, {"large, while loading", false, 10 * splitHours}} {
-		t.Run(c.name, func(t *testing.T) {
-			ru := &halvesRollup{}
-			run(t, c.last, c.hours, ru)
-			if len(ru.calls) != 1 || len(ru.calls[0]) != len(ids) {
-				t.Errorf("calls %v, want one with all %d variables", ru.calls, len(ids))
+	for _, id := range []string{"newer", "silent"} {
+		got, ok := ru.touched[id]
+		for ts := range w.rows[id] {
+			if !ok || ts < got.FromMs || ts > got.ToMs {
+				t.Errorf("%s: its point at floor%+d ms is stored, and the hook was handed %+v (handed: %v)", id, ts-floor0, got, ok)
 			}
-		})
-	}
-}
-
-// SideBySide keeps both failures, on one line, and runs the two together.
-func TestSideBySideJoinsBothFailuresOnOneLine(t *testing.T) {
-	a, b := errors.New("hourly refused"), errors.New("latest refused")
-	started := make(chan struct{})
-	err := SideBySide(func() error { <-started; return a }, func() error { close(started); return b })
-	if !errors.Is(err, a) || !errors.Is(err, b) || err.Error() != "hourly refused; latest refused" {
-		t.Errorf("got %q, want both failures, a's first, on one line", err)
-	}
-	if err := SideBySide(func() error { return nil }, func() error { return b }); err != b {
-		t.Errorf("got %v, want b's failure alone", err)
-	}
-	if err := SideBySide(func() error { return a }, func() error { return nil }); err != a {
-		t.Errorf("got %v, want a's failure alone", err)
-	}
-	if err := SideBySide(func() error { return nil }, func() error { return nil }); err != nil {
-		t.Errorf("got %v, want nil", err)
+		}
 	}
 }

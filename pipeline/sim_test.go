@@ -116,6 +116,9 @@ func runSim(seed uint64, vars, steps int) simResult {
 	w.now.Add(simRecheck.Milliseconds() + 60_000)
 	quiet("final")
 	w.checkFinal("after the quiet cycle idle_recheck later")
+	w.mu.Lock()
+	w.checkTables("after the quiet cycle idle_recheck later")
+	w.mu.Unlock()
 	return simResult{seed: seed, cfg: cfg, violations: w.violations, trace: w.trace, exact: cfg.serial() && !w.concurrent}
 }
 
@@ -213,7 +216,8 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	}
 	opts := SyncOptions{
 		Engine: EngineOptions{RowsPerRequest: w.cfg.rows, VariablesPerRequest: w.cfg.perReq, MaxInFlight: w.cfg.inFlight,
-			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond},
+			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond,
+			Rollup: simRollup{p}},
 		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
 		ShardIndex: index, ShardCount: count,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },

@@ -148,6 +148,7 @@ type simWorld struct {
 	quiet  bool // no faults, no writes during runs, no shifting pages
 	stored map[string]map[int64]float64
 	marks  map[string]Mark
+	tables simTables // the analyst tables (sim_rollup_test.go)
 	// violations are broken invariants found as they happen.
 	violations []string
 	trace      []string

@@ -64,9 +64,6 @@ type Stages struct {
 	Metadata MetadataWriter
 	// Events syncs the configured events' logs.
 	Events *EventSync
-	// Rollup keeps the analyst tables exact; the move stage calls it for
-	// what it loaded before it commits marks (see StageRollup).
-	Rollup Rollup
 }
 
 // Syncer runs sync cycles and backfills: the stages of a cycle in order
@@ -247,7 +244,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 			continue
 		}
 		m, ok := marks[v.ID]
-		targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok})
+		targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok, From: from})
 	}
 	lookback := s.opts.Lookback.Milliseconds()
 	markFn := func(t Target, o Outcome) (Mark, bool) {
@@ -282,7 +279,6 @@ func (s *Syncer) move(ctx context.Context, targets []Target, floor int64, markFn
 	eo := s.opts.Engine
 	eo.Floor = floor
 	eo.FloorMargin = s.opts.Margin
-	eo.Rollup = s.stages.Rollup
 	return NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
 }
 

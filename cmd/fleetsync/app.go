@@ -227,10 +227,6 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		if refreshesMetadata(cfg.Sync) {
 			stages.Metadata = pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
 		}
-		// Every shard keeps the rollups of its own variables.
-		if cfg.Sync.Rollups {
-			stages.Rollup = a.ch
-		}
 		if len(cfg.Sync.Events) > 0 && refreshesMetadata(cfg.Sync) {
 			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
 		}
@@ -241,7 +237,7 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 
 func (a *app) syncOptions() pipeline.SyncOptions {
 	c := a.cfg
-	return pipeline.SyncOptions{
+	o := pipeline.SyncOptions{
 		Engine: pipeline.EngineOptions{
 			RowsPerRequest:      c.Sync.RowsPerRequest,
 			VariablesPerRequest: c.Sync.VariablesPerRequest,
@@ -267,6 +263,11 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 			Organizations: c.Sync.Organizations,
 		},
 	}
+	// Every shard keeps the rollups of its own variables.
+	if c.Sync.Rollups && a.ch != nil {
+		o.Engine.Rollup = a.ch
+	}
+	return o
 }
 
 // refreshToken re-reads a token file before a cycle, so that a rotated

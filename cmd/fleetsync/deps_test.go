@@ -1,9 +1,13 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"maps"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -163,5 +167,64 @@ func TestTheDependencyRulesCatchAForbiddenImport(t *testing.T) {
 		if v := violations(deps, depRules); len(v) == 0 || !strings.Contains(strings.Join(v, "\n"), c.from+" depends on "+c.to) {
 			t.Errorf("an import of %s by %s breaks no rule; got %q", c.to, c.from, v)
 		}
+	}
+}
+
+// rollupWords are the traces of the analyst tables' internals: hours and
+// aggregates. They live behind the Rollup hook (load/clickhouse), so that
+// the engine knows only "this range of this variable is durable"
+// (pipeline/rollup.go); `time.Hour` as a duration is no hour arithmetic.
+var rollupWords = regexp.MustCompile(`(?i)hour|aggreg|argm(ax|in)`)
+
+// rollupTraces lists, one line each, the identifiers and literals of the
+// Go files in dir (tests excluded) that speak of hours or aggregates.
+func rollupTraces(t *testing.T, dir string) []string {
+	t.Helper()
+	fset := token.NewFileSet()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s: %v", dir, err)
+	}
+	var out []string
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.SelectorExpr:
+				if x, ok := n.X.(*ast.Ident); ok && x.Name == "time" && n.Sel.Name == "Hour" {
+					return false
+				}
+			case *ast.Ident:
+				if rollupWords.MatchString(n.Name) {
+					out = append(out, fset.Position(n.Pos()).String()+": "+n.Name)
+				}
+			case *ast.BasicLit:
+				if v := strings.ReplaceAll(n.Value, "_", ""); n.Kind == token.INT && v == "3600000" {
+					out = append(out, fset.Position(n.Pos()).String()+": "+n.Value)
+				}
+			}
+			return true
+		})
+	}
+	return out
+}
+
+// Issue 24: the engine hands the Rollup hook what a commit made durable
+// and knows nothing else of the analyst tables.
+func TestTheEngineHasNoHourArithmeticNorAggregateTypes(t *testing.T) {
+	for _, dir := range []string{"../../pipeline", "../../pipeline/daemon"} {
+		for _, v := range rollupTraces(t, dir) {
+			t.Errorf("%s: hours and aggregates belong behind the Rollup hook (load/clickhouse)", v)
+		}
+	}
+	// The check can fail: the analyst tables' own package is full of them.
+	if len(rollupTraces(t, "../../load/clickhouse")) == 0 {
+		t.Error("found no trace of hours in load/clickhouse; the check sees nothing")
 	}
 }

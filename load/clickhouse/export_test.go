@@ -12,10 +12,3 @@ import (
 func OpenTestClient(t testing.TB) *Client {
 	return newTestClient(t, chtest.Shared(t), nil)
 }
-
-// RollupPaths returns how many variables' rollups c wrote from loaded
-// aggregates and how many it recomputed.
-func RollupPaths(t testing.TB, c *Client) (loaded, recomputed float64) {
-	return counterValue(t, c.metrics.rollupVariables.WithLabelValues("loaded")),
-		counterValue(t, c.metrics.rollupVariables.WithLabelValues("recomputed"))
-}

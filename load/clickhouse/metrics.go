@@ -13,9 +13,8 @@ type metrics struct {
 	rows     *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	retries  *prometheus.CounterVec
-	// rollupVariables counts the variables whose rollups were written,
-	// by how: from the points a pass loaded, or recomputed from the table.
-	rollupVariables *prometheus.CounterVec
+	// rollupVariables counts the variables whose rollups were recomputed.
+	rollupVariables prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -33,10 +32,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fleetsync_clickhouse_retries_total",
 			Help: "Write attempts that failed with a retryable error and were retried, by table.",
 		}, []string{"table"}),
-		rollupVariables: prometheus.NewCounterVec(prometheus.CounterOpts{
+		rollupVariables: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fleetsync_rollup_variables_total",
-			Help: "Variables whose analyst-table rows were written, by path: loaded (aggregated from the points the pass loaded, proven whole by a count) or recomputed (read back from datapoints FINAL).",
-		}, []string{"path"}),
+			Help: "Variables whose analyst-table rows were recomputed from datapoints FINAL (a variable handed twice counts twice).",
+		}),
 	}
 	if reg == nil {
 		return m, nil

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // Rebuild makes both analyst tables equal to datapoints FINAL as it is now
@@ -32,7 +30,7 @@ import (
 // in Recompute, so a cycle loading into the same hours meanwhile still
 // leaves the exact row.
 func (c *Client) Rebuild(ctx context.Context, from, to int64) (int, error) {
-	lo, hi := pipeline.HourStart(from), pipeline.HourStart(to)+pipeline.HourMs
+	lo, hi := hourStart(from), hourStart(to)+hourMs
 	ids, err := c.rebuildVariables(ctx, lo, hi)
 	if err != nil {
 		return 0, err

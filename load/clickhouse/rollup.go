@@ -15,8 +15,12 @@ import (
 // of datapoints that stay exact: each row is recomputed, by one INSERT ...
 // SELECT over the deduplicated points (`datapoints FINAL` for the hourly
 // rows; for the latest ones, the version FINAL keeps, see latestAggregate),
-// every time a load touches its variable or hour. A materialized view cannot do this: it sees every re-read row as a
-// new one and would count it twice.
+// every time the pipeline hands its variable and hour to Recompute, which
+// it does for every range that may hold a point the tables do not reflect,
+// before the marks that would stop it being read again (pipeline.Touched).
+// A materialized view cannot do this: it sees every re-read row as a new
+// one and would count it twice. Only what the table holds is read, so the
+// rows hold the values FINAL keeps, whoever wrote them.
 //
 // Why a recompute replaces the old row deterministically. A row's version
 // is NextVersion taken when the recompute starts, after the points it is
@@ -27,12 +31,12 @@ import (
 // still, so it saw that load and every earlier one, and computes the same
 // row. Recomputes with smaller versions lose the merge whatever order their
 // INSERTs land in, so two racing recomputes (two overlapping cycles, a cycle
-// and `fleetsync rollup`) leave the exact row. This relies on the versions
-// of writers on different hosts following their clocks, like the versions
-// of datapoints do.
+// and a backfill, a cycle and `fleetsync rollup`) leave the exact row. This
+// relies on the versions of writers on different hosts following their
+// clocks, like the versions of datapoints do.
 //
-// Rows are never deleted: fleetsync never deletes a point, so an hour
-// never loses one, and every hour that had a row still has points.
+// A sync never deletes a point, so a recompute only ever replaces rows;
+// the hours a deletion by hand empties are Rebuild's (rebuild.go).
 //
 // Every statement reaches its tables by Client.Table and filters on
 // variable_id, which makes it run unchanged when the names are Distributed
@@ -43,45 +47,47 @@ import (
 // statement stays a few tens of kilobytes.
 const rollupBatch = 500
 
+// hourMs is an hour in POSIX ms.
+const hourMs = 3600 * 1000
+
+// earliestMs stands for "from the first point": a range starting below it
+// starts there, which keeps the hour arithmetic clear of overflow and is
+// before any DateTime.
+const earliestMs = -(1 << 62)
+
+// hourStart is the start of ms's hour in ms, rounding down as ClickHouse's
+// toStartOfHour does for the ts column (the floor of ts_ms in seconds).
+func hourStart(ms int64) int64 {
+	ms = max(ms, earliestMs)
+	h := ms - ms%hourMs
+	if ms%hourMs < 0 {
+		h -= hourMs
+	}
+	return h
+}
+
 // Recompute implements pipeline.Rollup: the hourly rows of every hour the
 // ranges cover, and the latest row of each variable, replaced by aggregates
-// over the deduplicated points. Variables whose loaded aggregates the table
-// proves whole are written from them instead (rollup_loaded.go).
+// over the deduplicated points.
 //
-// The latest row is read from the points at or after the range's end
-// alone: that end is a loaded point, so the newest point of the variable is
-// among them, and a backfill of a month reads one hour for it, not the
-// month again.
+// The latest row of a range whose end is a loaded point is read from that
+// point's hour on: the variable's newest point is there or later, and a
+// backfill of a month reads one hour for it, not the month again.
 //
 // Variables whose ranges start and end in nearly the same hours share
 // statements (see batches): a cycle reads every variable from its mark
 // minus the lookback to now, a backfill every variable over its range.
 func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
-	var loaded, rest []pipeline.Touched
-	for _, t := range touched {
-		if t.Agg != nil && len(t.Agg.Hours) > 0 {
-			loaded = append(loaded, t)
-		} else {
-			rest = append(rest, t)
-		}
-	}
-	if len(loaded) > 0 {
-		unproven, err := c.fromLoaded(ctx, loaded)
-		if err != nil {
-			return err
-		}
-		touched = append(rest, unproven...)
-	}
 	if len(touched) == 0 {
 		return nil
 	}
-	c.metrics.rollupVariables.WithLabelValues("recomputed").Add(float64(len(touched)))
+	c.metrics.rollupVariables.Add(float64(len(touched)))
 	// The two tables are independent: their statements run side by side,
 	// on two of the pool's connections, since each is one thread's work
 	// on the server.
 	hourly := func() error {
 		for _, b := range batches(touched, func(t pipeline.Touched) window {
-			return window{pipeline.HourStart(t.FromMs), pipeline.HourStart(t.ToMs) + pipeline.HourMs}
+			return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs}
 		}) {
 			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
 				return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.NextVersion()))
@@ -92,7 +98,12 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 		return nil
 	}
 	latest := func() error {
-		for _, b := range batches(touched, func(t pipeline.Touched) window { return window{from: pipeline.HourStart(t.ToMs)} }) {
+		for _, b := range batches(touched, func(t pipeline.Touched) window {
+			if t.Loaded {
+				return window{from: hourStart(t.ToMs)}
+			}
+			return window{from: hourStart(t.FromMs)}
+		}) {
 			if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
 				return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.NextVersion()))
 			}); err != nil {
@@ -119,7 +130,7 @@ type batch struct {
 // start and end at slightly different times, share one statement, while a
 // variable with a late point a week back does not make the others read
 // the week.
-const batchSlack = 6 * pipeline.HourMs
+const batchSlack = 6 * hourMs
 
 // batches groups the touched variables into statements: sorted by the
 // window of returns, a variable joins the current batch while the batch's
@@ -266,27 +277,4 @@ func quotedList(ids []string) string {
 		b.WriteByte('\'')
 	}
 	return b.String()
-}
-
-// RollupVariables lists the variables with points in [from, to] (POSIX
-// ms, inclusive) as ranges for Recompute: what `fleetsync rollup` rebuilds.
-func (c *Client) RollupVariables(ctx context.Context, from, to int64) ([]pipeline.Touched, error) {
-	rows, err := c.conn.Query(ctx, "SELECT DISTINCT variable_id FROM "+c.Table(TableDatapoints)+" WHERE "+
-		"ts_ms >= ? AND ts_ms <= ? AND ts >= toDateTime(?) AND ts <= toDateTime(?)", from, to, max(from, 0)/1000, max(to, 0)/1000)
-	if err != nil {
-		return nil, fmt.Errorf("list the variables with points in [%s, %s]: %w", msUTC(from), msUTC(to), err)
-	}
-	defer rows.Close()
-	var out []pipeline.Touched
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("list the variables with points: %w", err)
-		}
-		out = append(out, pipeline.Touched{VariableID: id, FromMs: from, ToMs: to})
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list the variables with points: %w", err)
-	}
-	return out, nil
 }

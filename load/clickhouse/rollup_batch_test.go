@@ -8,14 +8,14 @@ import (
 )
 
 func hourly(t pipeline.Touched) window {
-	return window{pipeline.HourStart(t.FromMs), pipeline.HourStart(t.ToMs) + pipeline.HourMs}
+	return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs}
 }
 
-func latest(t pipeline.Touched) window { return window{from: pipeline.HourStart(t.ToMs)} }
+func latest(t pipeline.Touched) window { return window{from: hourStart(t.ToMs)} }
 
 func TestBatchesShareStatementsOnlyWithinSlack(t *testing.T) {
 	const now = int64(1_800_000_000_000)
-	const month = 30 * 24 * pipeline.HourMs
+	const month = 30 * 24 * hourMs
 	var backfill []pipeline.Touched
 	for i := range 1000 {
 		// Ranges that start and end up to three hours apart.
@@ -23,10 +23,10 @@ func TestBatchesShareStatementsOnlyWithinSlack(t *testing.T) {
 		backfill = append(backfill, pipeline.Touched{VariableID: fmt.Sprint("v", i), FromMs: now - month + off, ToMs: now - off})
 	}
 	incremental := []pipeline.Touched{
-		{VariableID: "a", FromMs: now - pipeline.HourMs, ToMs: now},
-		{VariableID: "b", FromMs: now - pipeline.HourMs + 5, ToMs: now - 3},
-		{VariableID: "late", FromMs: now - 7*24*pipeline.HourMs, ToMs: now},
-		{VariableID: "c", FromMs: now - 2*pipeline.HourMs, ToMs: now - pipeline.HourMs},
+		{VariableID: "a", FromMs: now - hourMs, ToMs: now},
+		{VariableID: "b", FromMs: now - hourMs + 5, ToMs: now - 3},
+		{VariableID: "late", FromMs: now - 7*24*hourMs, ToMs: now},
+		{VariableID: "c", FromMs: now - 2*hourMs, ToMs: now - hourMs},
 	}
 	for _, tc := range []struct {
 		name    string

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetsync/fleetsync/pipeline"
 	"github.com/fleetsync/fleetsync/pipeline/verify"
 )
 
@@ -23,7 +22,7 @@ import (
 // row. Nothing is compared inside SQL with a join or a subquery over two
 // tables, so it runs unchanged on a cluster's Distributed tables.
 func (c *Client) CheckRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
-	lo, hi := pipeline.HourStart(from), pipeline.HourStart(to)+pipeline.HourMs
+	lo, hi := hourStart(from), hourStart(to)+hourMs
 	var rep verify.RollupReport
 	// The variables with a point or a row in those hours, rollupBatch at a
 	// time: memory holds one batch's hours, not the range's.
@@ -120,10 +119,10 @@ func (c *Client) RepairRollups(ctx context.Context, diffs []verify.RollupDiff) e
 		in := quotedList([]string{id})
 		for i := 0; i < len(hs); {
 			j := i + 1
-			for j < len(hs) && hs[j] == hs[j-1]+pipeline.HourMs {
+			for j < len(hs) && hs[j] == hs[j-1]+hourMs {
 				j++
 			}
-			lo, hi := hs[i], hs[j-1]+pipeline.HourMs
+			lo, hi := hs[i], hs[j-1]+hourMs
 			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
 				return c.conn.Exec(ctx, c.hourlySQL(in, lo, hi, c.NextVersion()))
 			}); err != nil {

@@ -31,7 +31,7 @@ func write(t *testing.T, c *clickhouse.Client, rows ...pipeline.Row) []pipeline.
 		b.Append(r)
 		tr, ok := byID[r.VariableID]
 		if !ok {
-			tr = &pipeline.Touched{VariableID: r.VariableID, FromMs: r.TsMs, ToMs: r.TsMs}
+			tr = &pipeline.Touched{VariableID: r.VariableID, FromMs: r.TsMs, ToMs: r.TsMs, Loaded: true}
 			byID[r.VariableID] = tr
 			order = append(order, r.VariableID)
 		}
@@ -151,21 +151,6 @@ func TestConcurrentRecomputesLeaveExactRows(t *testing.T) {
 		}
 	}
 	rolluptest.Check(t, c)
-}
-
-func TestRollupVariablesListsTheVariablesWithPointsInTheRange(t *testing.T) {
-	c := clickhouse.OpenTestClient(t)
-	write(t, c,
-		pipeline.Row{VariableID: "early", DeviceID: "d", TsMs: base - 2*hour, Value: 1},
-		pipeline.Row{VariableID: "inside", DeviceID: "d", TsMs: base + 5, Value: 1},
-		pipeline.Row{VariableID: "late", DeviceID: "d", TsMs: base + 3*hour, Value: 1})
-	got, err := c.RollupVariables(context.Background(), base, base+hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(got) != 1 || got[0] != (pipeline.Touched{VariableID: "inside", FromMs: base, ToMs: base + hour}) {
-		t.Errorf("RollupVariables = %+v, want only inside over [base, base+1h]", got)
-	}
 }
 
 // TestLatestIsTheNewestVersionOfAReReadNewestPoint: the latest row is read

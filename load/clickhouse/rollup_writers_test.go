@@ -1,0 +1,88 @@
+package clickhouse_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/fleetsync/fleetsync/load/clickhouse"
+	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// pointSource serves the same points of one variable, each with value,
+// in one frame per requested variable.
+type pointSource struct {
+	ts    []int64
+	value float64
+}
+
+func (s pointSource) Walk(context.Context, pipeline.Scope) ([]pipeline.Device, []pipeline.Variable, error) {
+	return nil, nil, nil
+}
+
+func (s pointSource) Series(_ context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
+	for i := range req.VariableIDs {
+		n := 0
+		for _, ts := range s.ts {
+			if ts >= req.Start && ts <= req.End {
+				if err := sink.Point(i, pipeline.Point{TsMs: ts, Value: s.value, Context: []byte("{}")}); err != nil {
+					return err
+				}
+				n++
+			}
+		}
+		if err := sink.EndFrame(i, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// rollupAfter runs first, once, before handing the ranges to the real
+// Rollup: what another writer does between this pass's load and its hook.
+type rollupAfter struct {
+	first func()
+	r     pipeline.Rollup
+}
+
+func (r *rollupAfter) Recompute(ctx context.Context, touched []pipeline.Touched) error {
+	if r.first != nil {
+		r.first()
+		r.first = nil
+	}
+	return r.r.Recompute(ctx, touched)
+}
+
+// Issue 24, case 3: two writers load the same points with other values (a
+// backfill beside a cycle, two shard counts during a change), and a merge
+// collapses the versions before the first writer's rollup. The tables
+// must hold what FINAL holds, the second writer's values, whichever
+// writer's rollup runs last. The old loaded path wrote the first writer's
+// own aggregates there, its count of keys matching after the merge.
+func TestAWritersRollupAfterAnotherWritersValuesHoldsTheValuesFinalKeeps(t *testing.T) {
+	c := clickhouse.OpenTestClient(t)
+	ctx := context.Background()
+	ts := []int64{base + 1000, base + 2000, base + hour + 5000}
+	target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + 2*hour, From: base}}
+	run := func(value float64, r pipeline.Rollup) {
+		t.Helper()
+		res := pipeline.NewEngine(pointSource{ts: ts, value: value}, c, nil, pipeline.EngineOptions{Rollup: r}, nil, nil, nil).Run(ctx, target)
+		if len(res.Failed) > 0 || res.CommitErr != nil || res.Points != int64(len(ts)) {
+			t.Fatalf("pass with value %v: %d points, failed %v, commit %v", value, res.Points, res.Failed, res.CommitErr)
+		}
+	}
+	run(1, &rollupAfter{r: c, first: func() {
+		run(2, c)
+		if err := c.Conn().Exec(ctx, "OPTIMIZE TABLE "+c.Table(clickhouse.TableDatapoints)+" FINAL"); err != nil {
+			t.Fatal(err)
+		}
+	}})
+	rolluptest.Check(t, c)
+	var sum float64
+	if err := c.Conn().QueryRow(ctx, "SELECT sum(sum) FROM "+c.Table(clickhouse.TableHourly)+" FINAL WHERE variable_id = 'v'").Scan(&sum); err != nil {
+		t.Fatal(err)
+	}
+	if sum != 6 {
+		t.Errorf("the hourly sums of v add up to %v, want 6 (three points of the second writer's value 2)", sum)
+	}
+}
