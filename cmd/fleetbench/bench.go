@@ -144,7 +144,7 @@ func (b *bench) measure(ctx context.Context) error {
 	for _, n := range []namedStage{
 		{"ceiling", &ceilingStage{b: b}},
 		{"source", &sourceStage{b: b}},
-		{"e2e", &backfillStage{b: b, tag: "e2e", points: s.points}},
+		{"e2e", &backfillStage{b: b, tag: "e2e", points: s.points, bare: true}},
 	} {
 		if b.o.only[n.name] {
 			rounds = append(rounds, n)
@@ -157,10 +157,15 @@ func (b *bench) measure(ctx context.Context) error {
 			fail("profile", err)
 		}
 	}
+	if b.o.only["cut"] {
+		b.runStages(ctx, []namedStage{
+			{"cut", &backfillStage{b: b, tag: "cut", points: s.cutPoints, ownSim: true, devices: s.cutDevices, simFlags: cutSimFlags, bare: true}},
+		}, fail)
+	}
 	if b.o.only["flat"] {
 		b.runStages(ctx, []namedStage{
-			{"flat", &backfillStage{b: b, tag: "flat", points: s.flatPoints, ownSim: true}},
-			{"flat", &backfillStage{b: b, tag: "flat50k", points: s.flatPoints, ownSim: true, rpr: 50000}},
+			{"flat", &backfillStage{b: b, tag: "flat", points: s.flatPoints, ownSim: true, devices: s.flatDevices}},
+			{"flat", &backfillStage{b: b, tag: "flat50k", points: s.flatPoints, ownSim: true, devices: s.flatDevices, rpr: 50000}},
 		}, fail)
 	}
 	if b.o.only["incr"] && ctx.Err() == nil {

@@ -152,9 +152,21 @@ func (b *bench) incremental(ctx context.Context) error {
 		return err
 	}
 	defer b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
+	// The same fleet synced into a second database with sync.rollups off:
+	// its changed cycles, beside the measured ones, give what the analyst
+	// tables add to a cycle.
+	const bareDB = db + "_bare"
+	bareCfg := filepath.Join(b.dir, bareDB+".yaml")
+	if err := b.syncConfig(bareCfg, sim.url, bareDB, b.o.tune.RowsPerRequest, "rollups: false"); err != nil {
+		return err
+	}
+	defer b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+bareDB, nil, nil)
 	first, fc, err := b.countedSync(ctx, "incr-first", cfg, sim, ctl, db)
 	if err != nil {
 		return err
+	}
+	if _, err := b.runSync(ctx, "incr-bare-first", bareCfg, sim, bareDB); err != nil {
+		return fmt.Errorf("incr-bare-first: %w", err)
 	}
 	b.logf("first sync: %d points in %.2fs, %d data and %d list requests", first.rows, first.wall.Seconds(), fc.data, fc.list)
 	t := b.o.tune
@@ -164,12 +176,16 @@ func (b *bench) incremental(ctx context.Context) error {
 	changed := max(1, nvars/100)
 	b.incrChanged = changed
 	const newPoints = 3
-	sec.note("Changed cycle: before it, %d variables (1 %%) each get %d new points through `POST /_sim/variables/{id}/points`; each run changes other variables. Requests counted by fleetsim (`/_sim/counters`, reset before each cycle): data = Data API (`/api/v1.6/…`), list = Platform API (`/api/v2.0/…`). Wall time = the whole `fleetsync sync` process.", changed, newPoints)
+	sec.note("Changed cycle: before it, %d variables (1 %%) each get %d new points through `POST /_sim/variables/{id}/points`; each run changes other variables. Requests counted by fleetsim (`/_sim/counters`, reset before each cycle): data = Data API (`/api/v1.6/…`), list = Platform API (`/api/v2.0/…`). Wall time = the whole `fleetsync sync` process. What the analyst tables add: the same fleet is synced into a second database with `sync.rollups: false`, whose changed cycle (the same new points) runs beside each measured one, the pairs alternating which goes first; CPU = fleetsync's and the server's over each cycle. A cycle lasts about a second, so these differences are small against the run-to-run noise of two shared cores: read them with their min and max.", changed, newPoints)
 	chData := sec.fig("changed-data", "1 % changed: data requests", "requests", 0)
 	chList := sec.fig("", "1 % changed: list requests", "requests", 0)
 	chWall := sec.fig("", "1 % changed: wall time", "s", 2)
 	chRollup := sec.fig("", "1 % changed: time recomputing the rollups", "s", 3)
 	chShare := sec.fig("rollup-incr", "1 % changed: rollup time / wall time", "%", 1)
+	chBare := sec.fig("", "1 % changed: wall time of the same cycle with `sync.rollups: false`", "s", 2)
+	chExtraShare := sec.fig("rollup-extra-incr", "1 % changed: wall time the analyst tables add / wall time with them", "%", 1)
+	chCPUExtra := sec.fig("", "1 % changed: CPU the analyst tables add (fleetsync + clickhouse-server, with them − without)", "CPU-s", 2)
+	chCPUExtraShare := sec.fig("", "1 % changed: CPU the analyst tables add / fleetsync + clickhouse-server CPU with them", "%", 1)
 	idData := sec.fig("idle-data", "nothing changed: data requests", "requests", 0)
 	idList := sec.fig("", "nothing changed: list requests", "requests", 0)
 	idWall := sec.fig("", "nothing changed: wall time", "s", 2)
@@ -185,9 +201,31 @@ func (b *bench) incremental(ctx context.Context) error {
 				return err
 			}
 		}
+		// The cycle without the tables goes first every other run, as the
+		// backfill pairs do.
+		var bare syncResult
+		runBare := func() (err error) {
+			b.quiesce(ctx)
+			bare, err = b.runSync(ctx, fmt.Sprintf("incr-bare-changed-%d", r+1), bareCfg, sim, bareDB)
+			if err != nil {
+				return fmt.Errorf("incr-bare-changed-%d: %w", r+1, err)
+			}
+			return nil
+		}
+		if r%2 == 1 {
+			if err := runBare(); err != nil {
+				return err
+			}
+		}
+		b.quiesce(ctx)
 		res, cc, err := b.countedSync(ctx, fmt.Sprintf("incr-changed-%d", r+1), cfg, sim, ctl, db)
 		if err != nil {
 			return err
+		}
+		if r%2 == 0 {
+			if err := runBare(); err != nil {
+				return err
+			}
 		}
 		if res.log.Points < int64(changed*newPoints) {
 			return fmt.Errorf("the changed cycle loaded %d points, want at least the %d new ones", res.log.Points, changed*newPoints)
@@ -197,8 +235,13 @@ func (b *bench) incremental(ctx context.Context) error {
 		chWall.add(res.wall.Seconds())
 		chRollup.add(res.log.Rollup)
 		chShare.add(100 * res.log.Rollup / res.wall.Seconds())
-		b.logf("run %d, 1%% changed: %.2fs, %d points, %d data and %d list requests (fleetsync read %d variables, %d idle)",
-			r+1, res.wall.Seconds(), res.log.Points, cc.data, cc.list, res.log.Read, res.log.Idle)
+		withCPU, bareCPU := res.user+res.sys+res.chCPU, bare.user+bare.sys+bare.chCPU
+		chBare.add(bare.wall.Seconds())
+		chExtraShare.add(100 * (res.wall.Seconds() - bare.wall.Seconds()) / res.wall.Seconds())
+		chCPUExtra.add(withCPU - bareCPU)
+		chCPUExtraShare.add(100 * (withCPU - bareCPU) / withCPU)
+		b.logf("run %d, 1%% changed: %.2fs, %d points, %d data and %d list requests (fleetsync read %d variables, %d idle); without the analyst tables %.2fs, %d points (they add %.2fs and %.2f CPU-s of fleetsync and clickhouse)",
+			r+1, res.wall.Seconds(), res.log.Points, cc.data, cc.list, res.log.Read, res.log.Idle, bare.wall.Seconds(), bare.log.Points, res.wall.Seconds()-bare.wall.Seconds(), withCPU-bareCPU)
 
 		res, ic, err := b.countedSync(ctx, fmt.Sprintf("incr-idle-%d", r+1), cfg, sim, ctl, db)
 		if err != nil {

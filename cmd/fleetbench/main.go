@@ -9,11 +9,18 @@
 //  3. fleetsync end to end: a first sync (backfill) of ≥ 5 M points by the
 //     bin/fleetsync binary under /usr/bin/time, fleetsim in its own process,
 //     with the configuration's defaults (a flag that changes them labels the
-//     figures tuned);
+//     figures tuned), and beside each run the same backfill with
+//     sync.rollups off, for what the analyst tables add; and the same
+//     comparison on cut frames (`-only cut`, section 3b): a dense backfill
+//     of 5 M points, 20,000 per variable, from a fleetsim that cuts each
+//     frame of more than the limit at its newest or oldest end at random
+//     (--series-cut mixed), so fleetsync proves the cut frames and reads
+//     their remainders again;
 //  4. memory: a dense backfill of 20 M points (1,000 variables × 20,000),
 //     at the defaults and with rows_per_request 50000;
 //  5. the incremental cycle cost on a fleet of 10 k variables, 1 % of them
-//     changed, and a cycle where nothing changed;
+//     changed (with and without the analyst tables), and a cycle where
+//     nothing changed;
 //  6. the Go benchmarks of the decoder and the batch builder on one core;
 //  7. the CPU cost of clickhouse.compression: the 5 M backfill with none
 //     and with lz4, at the defaults otherwise;
@@ -58,6 +65,9 @@ type sizes struct {
 	// devices (× vars variables) and points per variable of the memory
 	// backfill.
 	flatDevices, flatPoints int
+	// devices (× vars variables) and points per variable of the backfill
+	// whose frames are cut (more points than the default limit).
+	cutDevices, cutPoints int
 	// incremental fleet: devices × incrVars variables, incrPoints each.
 	incrDevices, incrVars, incrPoints int
 }
@@ -88,7 +98,7 @@ type tuning struct {
 }
 
 // parts lists the measurements -only accepts, in run order.
-var parts = []string{"ceiling", "source", "e2e", "profile", "flat", "incr", "idle", "ratelimit", "gobench", "compression", "rollup"}
+var parts = []string{"ceiling", "source", "e2e", "profile", "cut", "flat", "incr", "idle", "ratelimit", "gobench", "compression", "rollup"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)
@@ -140,9 +150,9 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if !o.profile {
 		delete(o.only, "profile")
 	}
-	o.sizes = sizes{devices: 125, vars: 4, points: 10000, flatDevices: 250, flatPoints: 20000, incrDevices: 2500, incrVars: 4, incrPoints: 20}
+	o.sizes = sizes{devices: 125, vars: 4, points: 10000, flatDevices: 250, flatPoints: 20000, cutDevices: 63, cutPoints: 20000, incrDevices: 2500, incrVars: 4, incrPoints: 20}
 	if o.quick {
-		o.sizes = sizes{devices: 13, vars: 4, points: 10000, flatDevices: 25, flatPoints: 20000, incrDevices: 250, incrVars: 4, incrPoints: 20}
+		o.sizes = sizes{devices: 13, vars: 4, points: 10000, flatDevices: 25, flatPoints: 20000, cutDevices: 7, cutPoints: 20000, incrDevices: 250, incrVars: 4, incrPoints: 20}
 	}
 	return o, nil
 }
