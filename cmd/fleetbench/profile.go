@@ -105,22 +105,22 @@ func (b *bench) profiled(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	top, err := pprofTop(ctx, goBin, cpuPath, "-top", "-nodecount=25")
+	top, err := pprofTop(ctx, goBin, cpuPath, "-top", "-nodecount=10")
 	if err != nil {
 		return err
 	}
-	cum, err := pprofTop(ctx, goBin, cpuPath, "-top", "-cum", "-nodecount=40")
+	cum, err := pprofTop(ctx, goBin, cpuPath, "-top", "-cum", "-nodecount=12")
 	if err != nil {
 		return err
 	}
-	alloc, err := pprofTop(ctx, goBin, heapPath, "-sample_index=alloc_space", "-top", "-nodecount=15")
+	alloc, err := pprofTop(ctx, goBin, heapPath, "-sample_index=alloc_space", "-top", "-nodecount=8")
 	if err != nil {
 		return err
 	}
 	b.profileTop = top
 	b.profileCum = cum
 	b.profileAlloc = alloc
-	if inuse, err := pprofTop(ctx, goBin, filepath.Join(b.dir, "heap-peak.pprof"), "-sample_index=inuse_space", "-top", "-nodecount=15"); err == nil {
+	if inuse, err := pprofTop(ctx, goBin, filepath.Join(b.dir, "heap-peak.pprof"), "-sample_index=inuse_space", "-top", "-nodecount=8"); err == nil {
 		b.profileInuse = inuse
 	}
 	return nil
