@@ -3,6 +3,7 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"go.uber.org/zap"
 	"strings"
 )
 
@@ -258,6 +259,7 @@ func (c *Client) EnsureSchema(ctx context.Context) error {
 	if err := c.checkLayout(engines); err != nil {
 		return err
 	}
+	c.checkLoadBalancing(ctx)
 	done, err := c.schemaComplete(ctx, engines)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -280,12 +282,33 @@ func (c *Client) EnsureSchema(ctx context.Context) error {
 // written to. For marks that means an older mark and a re-read, never a
 // skipped point (marks only grow: see state); the lease reads its claim
 // back until replication shows it (see state.ClickHouse.Acquire). The
-// rollups need every acknowledged point: their reads wait for the replicas
-// (readReplicated, consistency.go), whichever replica ClickHouse then picks,
-// so the profile's load_balancing no longer matters to them.
+// rollups need more: see checkLoadBalancing.
 func clusterSettings(cfg Config) map[string]any {
 	if cfg.Cluster == "" {
 		return nil
 	}
 	return map[string]any{"insert_distributed_sync": 1}
+}
+
+// checkLoadBalancing warns when the user's profile lets Distributed reads
+// pick any replica. The rollups are recomputed from datapoints FINAL right
+// after its rows are acknowledged; with load_balancing in_order, the write
+// and the read go to the same (first healthy) replica of each shard, so the
+// read sees the write. With random balancing it may read a replica that has
+// not fetched the part yet and leave an hour short until the next cycle
+// that re-reads it (a README query through the test cluster showed half
+// the hourly rows missing). The setting cannot travel with the session:
+// ClickHouse 18.16's native protocol takes only numeric settings from
+// clients, so it belongs in the profile (deploy/clickhouse).
+func (c *Client) checkLoadBalancing(ctx context.Context) {
+	var v string
+	if err := c.conn.QueryRow(ctx, "SELECT value FROM system.settings WHERE name = 'load_balancing'").Scan(&v); err != nil {
+		c.log.Warn("could not read the load_balancing setting of the ClickHouse user", zap.Error(err))
+		return
+	}
+	if v != "in_order" {
+		c.log.Warn("clickhouse.cluster: the user's profile has load_balancing="+v+
+			"; set <load_balancing>in_order</load_balancing> in it (deploy/clickhouse/users.d-fleetsync.xml) so that reads follow writes, or the analyst tables may miss rows loaded moments before",
+			zap.String("load_balancing", v))
+	}
 }
