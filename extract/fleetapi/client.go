@@ -30,6 +30,10 @@ const (
 	DefaultBackoffMax     = 30 * time.Second
 )
 
+// HostedRate is the request rate per token the hosted service documents,
+// about 4 per second: where a cautious start begins (Config.StartRate).
+const HostedRate = 4.0
+
 const (
 	platformPrefix = "/api/v2.0"
 	dataPrefix     = "/api/v1.6"
@@ -56,6 +60,12 @@ type Config struct {
 	// RequestsPerSecond caps the request rate over all calls of the Client;
 	// 0 means unlimited.
 	RequestsPerSecond float64
+	// StartRate is the request rate a Client starts at, growing while the
+	// service admits it, until it learns the service's limit from 429s
+	// (see adapt.go); SeedRate replaces it with what an earlier Client
+	// learned. 0 starts unlimited (below RequestsPerSecond). HostedRate is
+	// what the hosted service documents per token.
+	StartRate float64
 	// MaxElapsed is the retry budget of one call: retries stop once it would
 	// be exceeded (a Retry-After reaching past it ends the call at once).
 	// Default 2m.
@@ -122,8 +132,8 @@ func New(cfg Config, logger *zap.Logger, reg prometheus.Registerer) (*Client, er
 	if cfg.Tokens == nil {
 		problems = append(problems, errors.New("no token source"))
 	}
-	if cfg.Timeout < 0 || cfg.MaxElapsed < 0 || cfg.RequestsPerSecond < 0 || cfg.PageSize < 0 {
-		problems = append(problems, errors.New("timeout, max elapsed, requests per second and page size must not be negative"))
+	if cfg.Timeout < 0 || cfg.MaxElapsed < 0 || cfg.RequestsPerSecond < 0 || cfg.StartRate < 0 || cfg.PageSize < 0 {
+		problems = append(problems, errors.New("timeout, max elapsed, requests per second, start rate and page size must not be negative"))
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("fleetapi config: %w", errors.Join(problems...))
@@ -159,7 +169,7 @@ func New(cfg Config, logger *zap.Logger, reg prometheus.Registerer) (*Client, er
 		tokens: cfg.Tokens,
 		log:    logger.With(zap.String("component", "fleetapi")),
 		m:      m,
-		lim:    newLimiter(cfg.RequestsPerSecond, time.Now, m.rate),
+		lim:    newLimiter(cfg.RequestsPerSecond, cfg.StartRate, time.Now, m.rate),
 		ua:     cfg.UserAgent,
 		now:    time.Now,
 	}

@@ -766,7 +766,7 @@ func TestStaticTokenRejectsEmpty(t *testing.T) {
 func TestLimiterSpacesRequestsAtTheCapAndIsUnlimitedWithoutOne(t *testing.T) {
 	now := time.Unix(0, 0)
 	clock := func() time.Time { return now }
-	l := newLimiter(10, clock, nil)
+	l := newLimiter(10, 0, clock, nil)
 	// With a frozen clock every Wait past the first would block; check the
 	// reservations instead.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -781,9 +781,9 @@ func TestLimiterSpacesRequestsAtTheCapAndIsUnlimitedWithoutOne(t *testing.T) {
 	if err := l.Wait(context.Background()); err != nil {
 		t.Errorf("after the interval: %v", err)
 	}
-	free := newLimiter(0, clock, nil)
+	free := newLimiter(0, 0, clock, nil)
 	for i := range 100 {
-		if at := free.reserve(); !at.Equal(now) {
+		if at, _ := free.reserve(); !at.Equal(now) {
 			t.Fatalf("without a cap, request %d was scheduled %s ahead", i+1, at.Sub(now))
 		}
 	}

@@ -30,14 +30,36 @@ type limiter struct {
 	tat    time.Time
 	paused time.Time // no request goes before this instant
 	adapt  adaptState
+	// cuts counts the times a 429 lowered the rate: a slot booked before
+	// a cut is booked again at the new rate (see Wait).
+	cuts uint64
 }
 
 // newLimiter returns a limiter capped at perSecond (0: no cap) that starts
-// unlimited below the cap. gauge may be nil.
-func newLimiter(perSecond float64, now func() time.Time, gauge prometheus.Gauge) *limiter {
+// cautiously at start (see adapt.go), or unlimited below the cap when start
+// is 0. gauge may be nil.
+func newLimiter(perSecond, start float64, now func() time.Time, gauge prometheus.Gauge) *limiter {
 	l := &limiter{cap: max(perSecond, 0), now: now, rate: gauge}
+	if start > 0 {
+		l.adapt.start(start)
+	}
 	l.report()
 	return l
+}
+
+// Seed starts the learning over from what an earlier limiter learned.
+func (l *limiter) Seed(r LearnedRate) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.adapt.seed(r)
+	l.report()
+}
+
+// Learned returns what to seed a later limiter with.
+func (l *limiter) Learned() LearnedRate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.adapt.learned()
 }
 
 // effective is the rate requests are spaced at, 0 for unlimited. mu held.
@@ -66,13 +88,32 @@ func (l *limiter) Rate() float64 {
 
 // Wait blocks until the caller may send, or ctx ends. A slot reserved by a
 // caller whose context ends is not given back; that only makes the limit
-// stricter.
+// stricter. A slot booked before a 429 lowered the rate is booked again
+// when it comes: the slots booked ahead at the old rate would otherwise all
+// go, and be answered 429 too.
 func (l *limiter) Wait(ctx context.Context) error {
-	return sleepUntil(ctx, l.reserve(), l.now)
+	for {
+		at, booked := l.reserve()
+		if err := sleepUntil(ctx, at, l.now); err != nil {
+			return err
+		}
+		if !l.cutSince(booked) {
+			return nil
+		}
+	}
 }
 
-// reserve books the next slot and returns when it is.
-func (l *limiter) reserve() time.Time {
+// cutSince reports whether a 429 lowered the rate since the cut count was
+// booked.
+func (l *limiter) cutSince(booked uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cuts != booked
+}
+
+// reserve books the next slot and returns when it is, with the count of
+// cuts it was booked under.
+func (l *limiter) reserve() (time.Time, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -88,7 +129,7 @@ func (l *limiter) reserve() time.Time {
 		l.tat = at.Add(time.Duration(float64(time.Second) / r))
 	}
 	l.adapt.last = at
-	return at
+	return at, l.cuts
 }
 
 // Observe learns from one answer of the service: its status, and the
@@ -108,7 +149,15 @@ func (l *limiter) Observe(status int, retryAt time.Time) {
 	switch {
 	case status == http.StatusTooManyRequests:
 		if retryAt.IsZero() {
+			before := l.effective()
 			l.adapt.throttled(now, l.cap)
+			if r := l.effective(); r > 0 && (before == 0 || r < before) {
+				// The bucket is empty: the next slot is one interval at
+				// the new rate from now, and the slots booked at the old
+				// rate are booked again.
+				l.cuts++
+				l.tat = now.Add(time.Duration(float64(time.Second) / r))
+			}
 		}
 	case status != StatusAPILimitExceeded:
 		l.adapt.admitted(now, l.cap)

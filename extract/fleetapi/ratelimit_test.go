@@ -260,3 +260,70 @@ func TestRequestsPerSecondStaysAHardCap(t *testing.T) {
 		t.Fatalf("11 requests at a cap of 5 per second took %s, want at least 2s", took)
 	}
 }
+
+func TestRateKeyNamesTheSourceAndAFingerprintOfTheTokenNeverTheToken(t *testing.T) {
+	key := func(base, token string) string {
+		t.Helper()
+		c, err := New(Config{BaseURL: base, Tokens: StaticToken(token)}, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := c.RateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	k := key("https://api.example.com/fleet/", secret)
+	if !strings.HasPrefix(k, "api.example.com/fleet#") || len(k) != len("api.example.com/fleet#")+16 {
+		t.Errorf("RateKey = %q, want the base URL's host and path, '#', and 16 hex digits", k)
+	}
+	for i := 0; i+6 <= len(secret); i++ {
+		if strings.Contains(k, secret[i:i+6]) {
+			t.Fatalf("RateKey %q holds %q, part of the token", k, secret[i:i+6])
+		}
+	}
+	if again := key("https://api.example.com/fleet", secret); again != k {
+		t.Errorf("the same source and token give %q and %q", k, again)
+	}
+	if other := key("https://api.example.com/fleet", secret+"x"); other == k {
+		t.Error("two tokens share a rate key")
+	}
+	if other := key("https://eu.example.com/fleet", secret); other == k {
+		t.Error("two sources share a rate key")
+	}
+}
+
+func TestAClientStartsAtItsStartRateOrFromASeed(t *testing.T) {
+	ls := newLimitedSim(t, fleetsim.RateLimit{})
+	c, _, reg := newTestClient(t, ls.srv.URL, func(cfg *Config) { cfg.StartRate = HostedRate })
+	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r != HostedRate {
+		t.Fatalf("fleetsync_api_request_rate is %v with a start rate of %v, want it", r, HostedRate)
+	}
+	if got := c.LearnedRate(); got != (LearnedRate{PerSecond: HostedRate}) {
+		t.Fatalf("before any request the client has learned %v, want its start", got)
+	}
+	learned := LearnedRate{PerSecond: 3.5, Limited: true, Limit: 3.7, At: time.Unix(1e9, 0)}
+	c.SeedRate(learned)
+	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r != 3.5 {
+		t.Fatalf("fleetsync_api_request_rate is %v after seeding %v", r, learned)
+	}
+	// Within the hold of a learned rate, requests go at it.
+	dev := ls.sim.Devices()[0].ID
+	start := time.Now()
+	for range 8 {
+		if _, err := c.Device(context.Background(), dev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if took := time.Since(start); took < 19*time.Second/10 {
+		t.Fatalf("8 requests at a seeded 3.5/s took %s, want at least 7 intervals of 1/3.5 s", took)
+	}
+	if got := c.LearnedRate(); got != learned {
+		t.Fatalf("after 8 admitted requests within the hold the client reports %v, want the seed %v", got, learned)
+	}
+	c.SeedRate(LearnedRate{})
+	if r := gaugeValue(t, reg, "fleetsync_api_request_rate"); r != 0 {
+		t.Fatalf("fleetsync_api_request_rate is %v seeded unlimited, want 0", r)
+	}
+}
