@@ -56,6 +56,8 @@ func (e *CorruptFileError) Unwrap() error { return e.Err }
 type fileDoc struct {
 	Format int                 `json:"format"`
 	Marks  map[string]fileMark `json:"marks"`
+	// Rates are the request rates learned per source and token (rates.go).
+	Rates map[string]Rate `json:"rates,omitempty"`
 }
 
 type fileMark struct {
@@ -75,9 +77,30 @@ func (f *File) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 }
 
 func (f *File) read() (map[string]pipeline.Mark, error) {
+	doc, err := f.readDoc()
+	if err != nil {
+		return nil, err
+	}
+	marks := make(map[string]pipeline.Mark, len(doc.Marks))
+	for id, m := range doc.Marks {
+		marks[id] = m.mark(id)
+	}
+	return marks, nil
+}
+
+func (m fileMark) mark(id string) pipeline.Mark {
+	return pipeline.Mark{VariableID: id, HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, UpdatedAt: m.UpdatedAt}
+}
+
+func newFileMark(m pipeline.Mark) fileMark {
+	return fileMark{HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, UpdatedAt: m.UpdatedAt.UTC()}
+}
+
+// readDoc reads and checks the whole file; a missing file is an empty doc.
+func (f *File) readDoc() (*fileDoc, error) {
 	data, err := os.ReadFile(f.path)
 	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]pipeline.Mark{}, nil
+		return &fileDoc{Format: fileFormat, Marks: map[string]fileMark{}}, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read state file: %w", err)
@@ -89,14 +112,22 @@ func (f *File) read() (map[string]pipeline.Mark, error) {
 	if doc.Format != fileFormat {
 		return nil, &CorruptFileError{Path: f.path, Err: fmt.Errorf("format %d, want %d", doc.Format, fileFormat)}
 	}
-	marks := make(map[string]pipeline.Mark, len(doc.Marks))
-	for id, m := range doc.Marks {
-		if id == "" {
-			return nil, &CorruptFileError{Path: f.path, Err: errors.New("a mark without a variable id")}
-		}
-		marks[id] = pipeline.Mark{VariableID: id, HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, UpdatedAt: m.UpdatedAt}
+	if _, ok := doc.Marks[""]; ok {
+		return nil, &CorruptFileError{Path: f.path, Err: errors.New("a mark without a variable id")}
 	}
-	return marks, nil
+	if doc.Marks == nil {
+		doc.Marks = map[string]fileMark{}
+	}
+	return &doc, nil
+}
+
+// write replaces the file with doc.
+func (f *File) write(doc *fileDoc) error {
+	data, err := json.MarshalIndent(doc, "", " ")
+	if err != nil {
+		return err
+	}
+	return writeAtomic(f.path, append(data, '\n'))
 }
 
 // Commit merges marks into the file, keeping for each variable the greater
@@ -113,7 +144,7 @@ func (f *File) Commit(ctx context.Context, marks []pipeline.Mark) error {
 	}
 	defer unlock()
 
-	stored, err := f.read()
+	doc, err := f.readDoc()
 	if err != nil {
 		return fmt.Errorf("commit marks: %w", err)
 	}
@@ -122,18 +153,10 @@ func (f *File) Commit(ctx context.Context, marks []pipeline.Mark) error {
 		if m.UpdatedAt.IsZero() {
 			m.UpdatedAt = now
 		}
-		old, ok := stored[m.VariableID]
-		stored[m.VariableID] = pipeline.MergeMark(old, ok, m)
+		old, ok := doc.Marks[m.VariableID]
+		doc.Marks[m.VariableID] = newFileMark(pipeline.MergeMark(old.mark(m.VariableID), ok, m))
 	}
-	doc := fileDoc{Format: fileFormat, Marks: make(map[string]fileMark, len(stored))}
-	for id, m := range stored {
-		doc.Marks[id] = fileMark{HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, UpdatedAt: m.UpdatedAt.UTC()}
-	}
-	data, err := json.MarshalIndent(doc, "", " ")
-	if err != nil {
-		return fmt.Errorf("commit marks: %w", err)
-	}
-	if err := writeAtomic(f.path, append(data, '\n')); err != nil {
+	if err := f.write(doc); err != nil {
 		return fmt.Errorf("commit marks to %s: %w", f.path, err)
 	}
 	return nil
