@@ -60,6 +60,11 @@ type SourceConfig struct {
 	// RequestsPerSecond caps the request rate; 0 means no cap. Below the
 	// cap the client learns the service's limit from its 429s.
 	RequestsPerSecond float64 `yaml:"requests_per_second" json:"requests_per_second"`
+	// InitialRequestsPerSecond is where a run starts when the state store
+	// keeps no rate learned for its token: the rate grows while the
+	// service admits it, until a 429 teaches the limit. 0 starts
+	// unlimited (below RequestsPerSecond).
+	InitialRequestsPerSecond float64 `yaml:"initial_requests_per_second" json:"initial_requests_per_second"`
 	// PageSize is the page_size of Platform API listings.
 	PageSize int `yaml:"page_size" json:"page_size"`
 	// VariablesListing says how the metadata walk lists variables:
@@ -193,8 +198,10 @@ func Default() *Config {
 			Timeout:           Duration(30 * time.Second),
 			RetryMaxElapsed:   Duration(2 * time.Minute),
 			RequestsPerSecond: 0,
-			PageSize:          1000,
-			VariablesListing:  VariablesAuto,
+			// What the hosted service documents per token.
+			InitialRequestsPerSecond: 4,
+			PageSize:                 1000,
+			VariablesListing:         VariablesAuto,
 		},
 		Sync: SyncConfig{
 			Schedule:            "*/5 * * * *",

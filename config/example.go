@@ -39,6 +39,12 @@ source:
   # together; 0 is none. Below it, fleetsync learns the service's per-token
   # limit from its 429s by itself.
   requests_per_second: 0
+  # Where a run starts when the state store keeps no rate learned from this
+  # token's 429s (the first run; later runs start from the learned one). It
+  # grows within seconds while the service admits it, so a plan with a
+  # higher limit or none costs a few seconds once; 0 starts unlimited. 4 is
+  # what the hosted service documents per token.
+  initial_requests_per_second: 4
   # Page size of the Platform API listings (devices, variables), 1 to 1000.
   # Every cycle lists them all, so at a per-token rate limit the page count
   # is the cycle's cost. The spec gives no maximum: a service that clamps a

@@ -77,6 +77,9 @@ func (s *SourceConfig) validate(p *problems) {
 	if math.IsNaN(s.RequestsPerSecond) || math.IsInf(s.RequestsPerSecond, 0) || s.RequestsPerSecond < 0 {
 		p.addf("source.requests_per_second", "%v is negative; set 0 (no cap) or more", s.RequestsPerSecond)
 	}
+	if math.IsNaN(s.InitialRequestsPerSecond) || math.IsInf(s.InitialRequestsPerSecond, 0) || s.InitialRequestsPerSecond < 0 {
+		p.addf("source.initial_requests_per_second", "%v is not a rate; set 4 (the hosted service's documented rate per token), 0 (start unlimited) or more", s.InitialRequestsPerSecond)
+	}
 	between(p, "source.page_size", s.PageSize, 1, 1000)
 	if s.VariablesListing != VariablesAuto && s.VariablesListing != VariablesPerDevice {
 		p.addf("source.variables_listing", "%q is not a listing mode; set %s or %s", s.VariablesListing, VariablesAuto, VariablesPerDevice)

@@ -40,6 +40,11 @@ type app struct {
 	ch      *clickhouse.Client
 	store   stateStore
 	syncer  *pipeline.Syncer
+	// rateRestored, rateKey and rateSaved follow the request rate kept
+	// in the state store (ratestate.go).
+	rateRestored bool
+	rateKey      string
+	rateSaved    fleetapi.LearnedRate
 	// loaded counts acknowledged points for the progress line, shown when
 	// stderr is a terminal (interactive).
 	loaded      atomic.Int64
@@ -47,10 +52,12 @@ type app struct {
 	stderr      io.Writer
 }
 
-// stateStore is a pipeline.StateStore that can also lease the sync.
+// stateStore is a pipeline.StateStore that can also lease the sync and
+// keep the learned request rate.
 type stateStore interface {
 	pipeline.StateStore
 	Acquire(ctx context.Context, holder string, ttl time.Duration) (state.Lease, error)
+	rateStore
 }
 
 func loadConfig(env *cliEnv, path string) (*config.Config, error) {
@@ -203,6 +210,7 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			Tokens:            a.tokens,
 			Timeout:           time.Duration(cfg.Source.Timeout),
 			RequestsPerSecond: cfg.Source.RequestsPerSecond,
+			StartRate:         cfg.Source.InitialRequestsPerSecond,
 			MaxElapsed:        time.Duration(cfg.Source.RetryMaxElapsed),
 			Backoff:           apiRetry(time.Duration(cfg.Source.RetryMaxElapsed)),
 			UserAgent:         "fleetsync/" + version,
@@ -281,8 +289,9 @@ func (a *app) refreshToken() error {
 	return nil
 }
 
-// Close releases the connections.
+// Close keeps the learned request rate and releases the connections.
 func (a *app) Close() {
+	a.keepRate(context.Background())
 	if a.ch != nil {
 		_ = a.ch.Close()
 	}

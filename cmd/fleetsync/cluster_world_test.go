@@ -104,6 +104,7 @@ func shardConfig(tb testing.TB, dir, url string, cl *chserver.Cluster, db string
   token_file: %s
   retention: %dh
   retry_max_elapsed: 30s
+  initial_requests_per_second: 0
 sync:
   lookback: 1h
   batch_age: 200ms

@@ -76,6 +76,8 @@ func cmdDemo(ctx context.Context, env *cliEnv, args []string) error {
 	cfg := config.Default()
 	cfg.Source.BaseURL = baseURL
 	cfg.Source.Token = config.Secret(token)
+	// The embedded simulator has no rate limit: no cautious start.
+	cfg.Source.InitialRequestsPerSecond = 0
 	cfg.ClickHouse.Addr = []string{addr}
 	cfg.ClickHouse.Database = "fleetsync_demo"
 	cfg.Log.Format = "console"

@@ -25,6 +25,8 @@ func (a *app) syncOnce(ctx context.Context) error {
 	if err := a.ch.EnsureSchema(ctx); err != nil {
 		return fmt.Errorf("ensure schema: %w", err)
 	}
+	a.restoreRate(ctx)
+	defer a.keepRate(ctx)
 	return a.runner().Once(ctx, func(ctx context.Context) error {
 		if err := a.refreshToken(); err != nil {
 			return err

@@ -97,6 +97,7 @@ func newWorld(t *testing.T, o worldOpts) *world {
   token_file: %s
   retention: %dh
   retry_max_elapsed: 20s
+  initial_requests_per_second: 0
 sync:
   lookback: 1h
   batch_age: 200ms

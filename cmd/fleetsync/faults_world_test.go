@@ -89,6 +89,9 @@ func newFaultWorld(t *testing.T, o faultOpts) *faultWorld {
 		"token_file: " + w.tokenFile,
 		fmt.Sprintf("retention: %dh", int(cfgRetention.Hours())),
 		"retry_max_elapsed: 20s",
+		// fleetsim has no rate limit unless a test sets one: no cautious
+		// start (ratelimit_test.go sets the default back).
+		"initial_requests_per_second: 0",
 	}, o.source) + "sync:\n" + section([]string{
 		"lookback: 1h",
 		"batch_age: 200ms",

@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,8 +30,9 @@ func TestFirstSyncUnderAPerTokenLimitUsesNinetyPercentOfItAndIsRarelyRejected(t 
 	// 44 devices × 4 variables, one variable per raw-series request: about
 	// 180 requests, 45 s at 4 per second.
 	w := newFaultWorld(t, faultOpts{
-		sim:  fleetsim.Options{Seed: 5, Devices: 44, Variables: 4, Points: 40, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{PerSecond: limit}},
-		sync: "variables_per_request: 1",
+		sim:    fleetsim.Options{Seed: 5, Devices: 44, Variables: 4, Points: 40, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{PerSecond: limit}},
+		source: "initial_requests_per_second: 4", // the default: nothing learned, a cautious start
+		sync:   "variables_per_request: 1",
 	})
 	start := time.Now()
 	_, logs := w.sync()
@@ -159,27 +164,31 @@ func TestAnIncrementalCycleOverTenThousandVariablesAtFourRequestsPerSecondTakesU
 			ids = append(ids, v.ID)
 		}
 	}
-	now := time.Now().UnixMilli()
-	for k := range len(ids) / 100 {
-		pts := []fleetsim.SimPoint{{TimestampMs: now - 3000, Value: 1}, {TimestampMs: now - 2000, Value: 2}, {TimestampMs: now - 1000, Value: 3}}
-		if err := w.sim.AddPoints(ids[k*100+7], pts); err != nil {
-			t.Fatal(err)
-		}
-	}
-	w.sim.ResetCounters()
-	start := time.Now()
-	_, logs := w.sync()
-	took := time.Since(start)
-	w.checkOracle()
-	requests, throttled := 0, 0
-	for k, n := range w.sim.Counters() {
-		if strings.Contains(k, "/api/") && !strings.HasPrefix(k, "cut ") {
-			requests += n
-			if strings.HasSuffix(k, " 429") {
-				throttled += n
+	// cycle changes 1 % of the variables, syncs, and counts the requests.
+	cycle := func(offset int) (took time.Duration, requests, throttled int, logs string) {
+		now := time.Now().UnixMilli()
+		for k := range len(ids) / 100 {
+			pts := []fleetsim.SimPoint{{TimestampMs: now - 3000, Value: 1}, {TimestampMs: now - 2000, Value: 2}, {TimestampMs: now - 1000, Value: 3}}
+			if err := w.sim.AddPoints(ids[k*100+offset], pts); err != nil {
+				t.Fatal(err)
 			}
 		}
+		w.sim.ResetCounters()
+		start := time.Now()
+		_, logs = w.sync()
+		took = time.Since(start)
+		w.checkOracle()
+		for k, n := range w.sim.Counters() {
+			if strings.Contains(k, "/api/") && !strings.HasPrefix(k, "cut ") {
+				requests += n
+				if strings.HasSuffix(k, " 429") {
+					throttled += n
+				}
+			}
+		}
+		return took, requests, throttled, logs
 	}
+	took, requests, throttled, logs := cycle(7)
 	summary := cycleSummary(t, logs)
 	t.Logf("1%% changed over %d variables at 4 requests/s and 50 ms: %s, %d requests (%d throttled), %v raw-series requests, %v points",
 		len(ids), took.Round(time.Millisecond), requests, throttled, summary["requests"], summary["points"])
@@ -190,5 +199,207 @@ func TestAnIncrementalCycleOverTenThousandVariablesAtFourRequestsPerSecondTakesU
 	}
 	if took > 15*time.Second {
 		t.Errorf("the cycle took %s, want under 15 s", took)
+	}
+
+	// The next cycle (a CronJob's next run) starts from the rate this one
+	// learned and kept: (nearly) no 429, where it learned from zero before.
+	took2, requests2, throttled2, _ := cycle(8)
+	t.Logf("the next 1%%-changed cycle, from the kept rate: %s, %d requests (%d throttled)", took2.Round(time.Millisecond), requests2, throttled2)
+	if throttled2 > 1 {
+		t.Errorf("the cycle after one that learned the limit had %d of %d requests throttled, want at most 1", throttled2, requests2)
+	}
+}
+
+// keptRate is a request rate as `fleetsync status --json` shows it.
+type keptRate struct {
+	Key       string     `json:"key"`
+	PerSecond float64    `json:"requests_per_second"`
+	Limited   bool       `json:"limited"`
+	Limit     float64    `json:"limit_estimate"`
+	LearnedAt *time.Time `json:"learned_at"`
+}
+
+// keptRates reads the request rates `fleetsync status --json` shows, and
+// checks its text output names them too.
+func (w *world) keptRates() []keptRate {
+	w.t.Helper()
+	code, out, errs := w.cli(context.Background(), "status", "--config", w.cfgPath, "--json")
+	if code != 0 {
+		w.t.Fatalf("fleetsync status --json exited %d: %s", code, lastLines(errs, 5))
+	}
+	var st struct {
+		Rates []keptRate `json:"request_rates"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		w.t.Fatalf("status --json: %v\n%s", err, out)
+	}
+	code, text, errs := w.cli(context.Background(), "status", "--config", w.cfgPath)
+	if code != 0 {
+		w.t.Fatalf("fleetsync status exited %d: %s", code, lastLines(errs, 5))
+	}
+	for _, r := range st.Rates {
+		if !strings.Contains(text, "request rate for "+r.Key+": ") {
+			w.t.Errorf("fleetsync status does not show the request rate kept for %s:\n%s", r.Key, text)
+		}
+	}
+	if strings.Contains(out+text, testToken) {
+		w.t.Fatal("the token appears in fleetsync status")
+	}
+	return st.Rates
+}
+
+// throttledSince counts fleetsim's 429s and answered requests from the
+// second from on.
+func (w *world) throttledSince(from int64) (admitted, limited int) {
+	admitted, limited, _ = rateTotals(w.sim.RateStats(), from)
+	return admitted, limited
+}
+
+func TestASecondRunStartsFromTheRateTheFirstLearnedAndIsNotThrottled(t *testing.T) {
+	for _, backend := range []string{"clickhouse", "file"} {
+		t.Run(backend, func(t *testing.T) {
+			const limit = 4.0
+			// 14 devices × 4 variables, one variable per raw-series
+			// request: about 60 requests, 15 s at 4 per second.
+			w := newFaultWorld(t, faultOpts{
+				sim:    fleetsim.Options{Seed: 12, Devices: 14, Variables: 4, Points: 40, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{PerSecond: limit}},
+				source: "initial_requests_per_second: 4",
+				sync:   "variables_per_request: 1",
+			})
+			statePath := filepath.Join(w.dir, "state.json")
+			if backend == "file" {
+				w.editConfig(func(s string) string { return s + "state:\n  backend: file\n  path: " + statePath + "\n" })
+			}
+
+			// The first run has nothing learned: it starts at 4/s, grows,
+			// and learns the limit from a few 429s.
+			from := time.Now().Unix()
+			_, logs := w.sync()
+			w.checkOracle()
+			admitted1, limited1 := w.throttledSince(from)
+			rates := w.keptRates()
+			t.Logf("first run: %d requests answered, %d throttled; kept %+v", admitted1, limited1, rates)
+			if !strings.Contains(logs, "no request rate kept for this token yet") {
+				t.Errorf("the first run does not say it starts without a kept rate; log:\n%s", lastLines(logs, 10))
+			}
+			if limited1 == 0 {
+				t.Fatalf("the first run met no 429 at %v requests per second; it cannot have learned the limit", limit)
+			}
+			if len(rates) != 1 {
+				t.Fatalf("%d request rates kept after one run with one token, want 1: %+v", len(rates), rates)
+			}
+			r := rates[0]
+			if !r.Limited || r.PerSecond < 0.8*limit || r.PerSecond > limit || r.LearnedAt == nil {
+				t.Fatalf("kept %+v after 429s at %v per second; want a rate learned from them, 80–100 %% of the limit", r, limit)
+			}
+			u, _ := url.Parse(w.http.URL)
+			if !strings.HasPrefix(r.Key, u.Host) || strings.Contains(r.Key, testToken) {
+				t.Fatalf("the rate is kept under %q: want the source's host and a fingerprint of the token, never the token", r.Key)
+			}
+			w.checkNoTokenKept(statePath)
+
+			// The second run re-reads every variable (the marks are gone)
+			// and starts from the kept rate: (nearly) no 429.
+			w.forgetMarks(statePath)
+			from = time.Now().Unix() + 1
+			time.Sleep(time.Until(time.Unix(from, 0)))
+			_, logs = w.sync()
+			w.checkOracle()
+			admitted2, limited2 := w.throttledSince(from)
+			t.Logf("second run: %d requests answered, %d throttled", admitted2, limited2)
+			if !strings.Contains(logs, "starting from the request rate kept by an earlier run") {
+				t.Errorf("the second run does not say it starts from the kept rate; log:\n%s", lastLines(logs, 10))
+			}
+			if admitted2 < admitted1*9/10 {
+				t.Fatalf("the second run made %d requests, the first %d: it did not re-read every variable", admitted2, admitted1)
+			}
+			if limited2 > 1 {
+				t.Errorf("the second run, started from the kept %.2f/s, had %d of %d requests throttled; want at most 1", r.PerSecond, limited2, admitted2+limited2)
+			}
+			if strings.Contains(logs, testToken) {
+				t.Fatal("the token appears in the logs")
+			}
+		})
+	}
+}
+
+// forgetMarks deletes every mark, so that the next sync re-reads every
+// variable; the kept request rate stays.
+func (w *faultWorld) forgetMarks(statePath string) {
+	w.t.Helper()
+	if _, err := os.Stat(statePath); err == nil {
+		b, err := os.ReadFile(statePath)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(b, &doc); err != nil {
+			w.t.Fatal(err)
+		}
+		doc["marks"] = json.RawMessage("{}")
+		b, _ = json.Marshal(doc)
+		if err := os.WriteFile(statePath, b, 0o600); err != nil {
+			w.t.Fatal(err)
+		}
+		return
+	}
+	if err := w.conn.Exec(context.Background(), "TRUNCATE TABLE `"+w.db+"`.sync_state"); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// checkNoTokenKept fails when the token is in the state file or in any
+// state row of the warehouse.
+func (w *faultWorld) checkNoTokenKept(statePath string) {
+	w.t.Helper()
+	if b, err := os.ReadFile(statePath); err == nil && strings.Contains(string(b), testToken) {
+		w.t.Fatalf("the state file holds the token:\n%s", b)
+	}
+	for _, table := range []string{"sync_lease", "sync_state", "event_state"} {
+		if n := w.count("SELECT count() FROM $db." + table + " WHERE position(toString(tuple(*)), '" + testToken + "') > 0"); n > 0 {
+			w.t.Fatalf("%d rows of %s hold the token", n, table)
+		}
+	}
+}
+
+func TestACautiousStartCostsAFirstSyncWithoutALimitAFewSecondsOnce(t *testing.T) {
+	// No rate limit: the cautious start is pure cost. The same fleet is
+	// synced from scratch starting unlimited and starting cautiously, and
+	// then again from the rate the cautious run kept: at the defaults (a
+	// few requests) and with one variable per request (hundreds).
+	for _, c := range []struct {
+		name, sync string
+	}{{"defaults", ""}, {"one variable per request", "variables_per_request: 1"}} {
+		t.Run(c.name, func(t *testing.T) {
+			sim := fleetsim.Options{Seed: 13, Devices: 100, Variables: 5, Points: 200, Span: 2 * 24 * time.Hour}
+			run := func(source string) (*faultWorld, time.Duration, int) {
+				w := newFaultWorld(t, faultOpts{sim: sim, source: source, sync: c.sync})
+				start := time.Now()
+				w.sync()
+				took := time.Since(start)
+				w.checkOracle()
+				return w, took, w.counter("/api/")
+			}
+			_, free, n := run("initial_requests_per_second: 0")
+			w, cautious, _ := run("initial_requests_per_second: 4")
+			rates := w.keptRates()
+			w.forgetMarks("")
+			start := time.Now()
+			w.sync()
+			again := time.Since(start)
+			t.Logf("a first sync of %d requests without a rate limit: %s starting unlimited, %s starting cautiously at 4/s (%s more); kept %+v; the next run from it: %s",
+				n, free.Round(time.Millisecond), cautious.Round(time.Millisecond), (cautious - free).Round(time.Millisecond), rates, again.Round(time.Millisecond))
+			if len(rates) != 1 || rates[0].Limited || rates[0].PerSecond != 0 && rates[0].PerSecond < 8 {
+				t.Fatalf("kept %+v after a run without a 429; want one rate, unlimited or grown past twice the start", rates)
+			}
+			// The cautious start reaches 256/s, then none, within about
+			// 6 s of sending; generous for a loaded machine.
+			if cost := cautious - free; cost > 20*time.Second {
+				t.Errorf("starting cautiously cost %s over starting unlimited, want a few seconds", cost)
+			}
+			if rates[0].PerSecond == 0 && again > free+10*time.Second {
+				t.Errorf("the run after one that kept no limit took %s, the unlimited one %s", again, free)
+			}
+		})
 	}
 }

@@ -46,6 +46,7 @@ func startForRange(ctx context.Context, env *cliEnv, fs *flag.FlagSet, cfgPath *
 		a.Close()
 		return nil, 0, 0, fmt.Errorf("ensure schema: %w", err)
 	}
+	a.restoreRate(ctx)
 	if err = a.refreshToken(); err != nil {
 		a.Close()
 		return nil, 0, 0, err

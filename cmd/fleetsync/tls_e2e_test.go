@@ -80,6 +80,7 @@ func (w *tlsWorld) configure(chExtra string) string {
   base_url: %s
   token_file: %s
   retry_max_elapsed: 20s
+  initial_requests_per_second: 0
 sync:
   lookback: 1h
   batch_age: 200ms
