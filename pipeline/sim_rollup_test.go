@@ -44,12 +44,7 @@ func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 	w := r.p.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	ids := make([]string, len(touched))
-	for i, t := range touched {
-		ids[i] = t.VariableID
-	}
-	slices.Sort(ids)
-	content := fmt.Sprint(ids)
+	content := sortedIDs(touched, func(t Touched) string { return t.VariableID })
 	r.p.step("rollup", content)
 	if r.p.dead {
 		return &simError{msg: "rollup: connection reset (process stopped)", retryable: true}

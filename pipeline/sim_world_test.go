@@ -738,6 +738,17 @@ func (w *simWorld) store(rows []Row) {
 	}
 }
 
+// sortedIDs is a call's content for the model's draws: its variable ids,
+// sorted, since the order they come in is the scheduler's.
+func sortedIDs[T any](items []T, id func(T) string) string {
+	ids := make([]string, len(items))
+	for i, it := range items {
+		ids[i] = id(it)
+	}
+	slices.Sort(ids)
+	return fmt.Sprint(ids)
+}
+
 // simStore is the state store as one process uses it.
 type simStore struct{ p *simProc }
 
@@ -760,12 +771,7 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	// Sorted: the order marks become ready in is the loaders'.
-	ids := make([]string, len(marks))
-	for i, m := range marks {
-		ids[i] = m.VariableID
-	}
-	slices.Sort(ids)
-	content := fmt.Sprint(ids)
+	content := sortedIDs(marks, func(m Mark) string { return m.VariableID })
 	s.p.step("commit", content)
 	if s.p.dead {
 		return &simError{msg: "marks: connection reset (process stopped)", retryable: true}
