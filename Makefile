@@ -1,4 +1,5 @@
-# fleetsync: `make demo` syncs an embedded fleetsim into a local ClickHouse,
+# fleetsync: `make demo` syncs an embedded fleetsim into a local ClickHouse
+# (bin/fleetsync-demo running the product's bin/fleetsync sync),
 # `make test` runs every test (it starts the ClickHouse it needs).
 GO       ?= go
 PKGS     ?= ./...
@@ -15,8 +16,11 @@ FUZZTIME ?= 50000x
 all: build
 
 # Static binaries (CGO off) so deploy/Dockerfile can copy them into distroless.
+# Only bin/fleetsync is the product; fleetsync-demo and fleetsim are for trying
+# it out (the demo runs the fleetsync beside it).
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetsync ./cmd/fleetsync
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetsync-demo ./cmd/fleetsync-demo
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/fleetsim ./cmd/fleetsim
 
 # Installs Debian's ClickHouse when it is missing (needs root), then runs the demo.
@@ -26,7 +30,7 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq clickhouse-server clickhouse-client; }
 
 demo: deps build
-	./bin/fleetsync demo
+	./bin/fleetsync-demo
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi

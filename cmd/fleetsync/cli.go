@@ -60,7 +60,6 @@ func commands() []command {
 		{"backfill", "re-extract a closed range without moving marks backwards", "fleetsync backfill --config FILE --from T --to T [--device KEY]...", cmdBackfill},
 		{"rollup", "rebuild the analyst tables (latest values, hourly aggregates) over a range", "fleetsync rollup --config FILE --from T --to T", cmdRollup},
 		{"verify", "compare the warehouse's counts with the source's statistics", "fleetsync verify --config FILE --from T --to T [--json] [--repair]", cmdVerify},
-		{"demo", "sync an embedded fleetsim into a local ClickHouse and show what landed", "fleetsync demo [--keep]", cmdDemo},
 		{"config", "print an example configuration with every key and its default", "fleetsync config", cmdConfigExample},
 		{"version", "print the version", "fleetsync version", cmdVersion},
 	}

@@ -49,6 +49,42 @@ func TestTheBinaryDoesNotLinkTesting(t *testing.T) {
 	}
 }
 
+// notInTheBinary are the test doubles the product binary must not link:
+// the simulator and the ClickHouse launcher (and all below them). The demo
+// that needs both is its own command, cmd/fleetsync-demo; tests may still
+// use them, since go list -deps without -test sees only the binary.
+var notInTheBinary = []string{"extract/fleetsim/...", "load/clickhouse/chserver/..."}
+
+// doublesIn returns, one line each, the packages of deps (import paths as
+// go list prints them) that notInTheBinary forbids.
+func doublesIn(deps []string) []string {
+	var out []string
+	for _, d := range deps {
+		rel, ok := strings.CutPrefix(d, module+"/")
+		if ok && slices.ContainsFunc(notInTheBinary, func(pat string) bool { return matches(pat, rel) }) {
+			out = append(out, "cmd/fleetsync links "+rel+": a test double belongs in tests or cmd/fleetsync-demo, not in the binary users deploy")
+		}
+	}
+	return out
+}
+
+// Issue 27: the binary users deploy carries neither the simulator nor the
+// ClickHouse launcher.
+func TestTheBinaryDoesNotLinkTheSimulatorNorTheClickHouseLauncher(t *testing.T) {
+	for _, v := range doublesIn(goList(t, "-deps", "./cmd/fleetsync")) {
+		t.Error(v)
+	}
+	// The check can fail: it catches each forbidden package and a package below it.
+	for _, d := range []string{"extract/fleetsim", "extract/fleetsim/model", "load/clickhouse/chserver", "load/clickhouse/chserver/chtest"} {
+		if len(doublesIn([]string{module + "/" + d})) != 1 {
+			t.Errorf("doublesIn lets %s through", d)
+		}
+	}
+	if v := doublesIn([]string{module + "/extract/fleetapi", module + "/load/clickhouse", "net/http"}); len(v) != 0 {
+		t.Errorf("doublesIn forbids the product's own packages: %q", v)
+	}
+}
+
 // depRule forbids packages matching from (a path relative to the module,
 // "x/..." for x and everything below it) to depend, directly or not, on a
 // module package matching any of to, unless it is one of allow.
