@@ -1,6 +1,6 @@
 // Package chserver starts a private ClickHouse server (Debian's
 // clickhouse-server) in a directory of its own on free loopback ports, for the
-// integration tests and for `fleetsync demo`. It can kill and resume that
+// integration tests and for cmd/fleetsync-demo. It can kill and resume that
 // server on the same data directory and port, so fault tests can take
 // ClickHouse away in the middle of a sync cycle.
 //

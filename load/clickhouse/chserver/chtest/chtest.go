@@ -1,6 +1,6 @@
 // Package chtest gives tests one ClickHouse server per test process and a
 // fresh database per test. It imports testing, so only tests import it:
-// the product (fleetsync demo) starts its server through chserver alone.
+// cmd/fleetsync-demo starts its server through chserver alone.
 package chtest
 
 import (
