@@ -27,6 +27,11 @@ type ClusterOptions struct {
 	ZooKeeper ZooKeeperOptions
 	// Logger receives start/stop events; nil means zap.NewNop().
 	Logger *zap.Logger
+	// PerShardReplicaNames names the replicas of every shard r1, r2, ...
+	// (unique only within a shard, ClickHouse's own rule, as many clusters
+	// are configured) instead of s1r1, s1r2, s2r1, ... (unique in the whole
+	// cluster).
+	PerShardReplicaNames bool
 }
 
 // DDLPath is the ZooKeeper node of the cluster's distributed DDL queue.
@@ -42,6 +47,11 @@ type Cluster struct {
 	zk   *ZooKeeper
 	// Nodes[shard][replica], both counted from 0.
 	Nodes [][]*Server
+	// opts are the options the cluster was started with (defaults
+	// applied), for AddShard.
+	opts ClusterOptions
+	// taken are the ports reserved by the cluster's servers and ZooKeeper.
+	taken map[int]bool
 }
 
 // StartCluster starts ZooKeeper, then every server at once, and waits until
@@ -66,65 +76,96 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{name: opts.Name, zk: zk}
+	c := &Cluster{name: opts.Name, zk: zk, opts: opts, taken: map[int]bool{zk.Port(): true}}
 	// The native ports go into every server's remote_servers, so every
 	// port is chosen before any server starts, all distinct: a port picked
 	// free while another server starts could be one reserved for a third.
-	taken := map[int]bool{zk.Port(): true}
-	distinct := func() (int, error) {
-		for {
-			p, err := freePort()
-			if err != nil || !taken[p] {
-				taken[p] = true
-				return p, err
-			}
-		}
-	}
 	ports := make([][]int, opts.Shards)
 	for s := range ports {
-		ports[s] = make([]int, opts.Replicas)
-		for r := range ports[s] {
-			if ports[s][r], err = distinct(); err != nil {
-				_ = c.Stop()
-				return nil, err
-			}
+		if ports[s], err = c.reservePorts(opts.Replicas); err != nil {
+			_ = c.Stop()
+			return nil, err
 		}
 	}
-	remote := remoteServers(opts.Name, ports)
 	c.Nodes = make([][]*Server, opts.Shards)
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	for s := range ports {
+	for s := range c.Nodes {
 		c.Nodes[s] = make([]*Server, opts.Replicas)
-		for r := range ports[s] {
-			o := opts.Server
-			o.TCPPort = ports[s][r]
-			o.Interserver = true
-			if o.HTTPPort, err = distinct(); err == nil {
-				o.InterserverPort, err = distinct()
-			}
-			if err != nil {
-				_ = c.Stop()
-				return nil, err
-			}
-			if o.Logger == nil {
-				o.Logger = opts.Logger
-			}
-			o.Extra = remote + fmt.Sprintf(`
+	}
+	if err := c.startShards(ctx, ports, 0); err != nil {
+		_ = c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+// reservePorts picks n free ports that no server of the cluster uses.
+func (c *Cluster) reservePorts(n int) ([]int, error) {
+	out := make([]int, 0, n)
+	for len(out) < n {
+		p, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		if !c.taken[p] {
+			c.taken[p] = true
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// replicaName is the {replica} macro of replica r of shard s (from 0).
+func (c *Cluster) replicaName(s, r int) string {
+	if c.opts.PerShardReplicaNames {
+		return fmt.Sprintf("r%d", r+1)
+	}
+	return fmt.Sprintf("s%dr%d", s+1, r+1)
+}
+
+// nodeExtra is the configuration of replica r of shard s beyond a single
+// server's: the cluster's remote_servers, ZooKeeper, its macros and the
+// DDL queue.
+func (c *Cluster) nodeExtra(remote string, s, r int) string {
+	return remote + fmt.Sprintf(`
   <zookeeper>
     <node><host>127.0.0.1</host><port>%d</port></node>
     <session_timeout_ms>10000</session_timeout_ms>
   </zookeeper>
   <macros>
     <shard>%02d</shard>
-    <replica>s%dr%d</replica>
+    <replica>%s</replica>
   </macros>
   <distributed_ddl>
     <path>%s</path>
-  </distributed_ddl>`, zk.Port(), s+1, s+1, r+1, DDLPath)
+  </distributed_ddl>`, c.zk.Port(), s+1, c.replicaName(s, r), DDLPath)
+}
+
+// startShards starts, at once, the servers of shards first.. (from 0) on
+// the native ports ports[shard-first][replica], each knowing the whole
+// cluster (every shard of c.Nodes), and waits for their ZooKeeper
+// sessions. c.Nodes must already have a slot for each.
+func (c *Cluster) startShards(ctx context.Context, ports [][]int, first int) error {
+	remote := remoteServers(c.name, c.nativePorts(ports, first))
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for i := range ports {
+		s := first + i
+		for r := range ports[i] {
+			o := c.opts.Server
+			o.TCPPort = ports[i][r]
+			o.Interserver = true
+			extra, err := c.reservePorts(2)
+			if err != nil {
+				return err
+			}
+			o.HTTPPort, o.InterserverPort = extra[0], extra[1]
+			if o.Logger == nil {
+				o.Logger = c.opts.Logger
+			}
+			o.Extra = c.nodeExtra(remote, s, r)
 			wg.Add(1)
 			go func(s, r int, o Options) {
 				defer wg.Done()
@@ -141,19 +182,75 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	}
 	wg.Wait()
 	if len(errs) == 0 {
-		for s, shard := range c.Nodes {
-			for r, n := range shard {
+		for i := range ports {
+			for r, n := range c.Nodes[first+i] {
 				if err := n.awaitZooKeeper(ctx); err != nil {
-					errs = append(errs, fmt.Errorf("shard %d replica %d: %w", s+1, r+1, err))
+					errs = append(errs, fmt.Errorf("shard %d replica %d: %w", first+i+1, r+1, err))
 				}
 			}
 		}
 	}
 	if len(errs) > 0 {
-		_ = c.Stop()
-		return nil, fmt.Errorf("start clickhouse cluster: %w", errors.Join(errs...))
+		return fmt.Errorf("start clickhouse cluster: %w", errors.Join(errs...))
 	}
-	return c, nil
+	return nil
+}
+
+// nativePorts are the native ports of every shard: those of the running
+// shards before first, then ports.
+func (c *Cluster) nativePorts(ports [][]int, first int) [][]int {
+	all := make([][]int, 0, first+len(ports))
+	for _, shard := range c.Nodes[:first] {
+		p := make([]int, len(shard))
+		for r, n := range shard {
+			p[r] = n.tcpPort
+		}
+		all = append(all, p)
+	}
+	return append(all, ports...)
+}
+
+// AddShard grows the running cluster by one shard of as many replicas as
+// the others, the way an operator does: it starts the new servers, which
+// know the whole cluster, then appends the shard to the remote_servers of
+// every running server (ClickHouse reloads it without a restart) and waits
+// until every server lists it in system.clusters. Replicated and
+// Distributed tables are not created on the new servers: that is
+// `fleetsync migrate`'s work (ON CLUSTER).
+func (c *Cluster) AddShard(ctx context.Context) error {
+	first := len(c.Nodes)
+	ports, err := c.reservePorts(c.opts.Replicas)
+	if err != nil {
+		return err
+	}
+	c.Nodes = append(c.Nodes, make([]*Server, c.opts.Replicas))
+	if err := c.startShards(ctx, [][]int{ports}, first); err != nil {
+		return fmt.Errorf("add shard %d: %w", first+1, err)
+	}
+	remote := remoteServers(c.name, c.nativePorts(nil, len(c.Nodes)))
+	for s, shard := range c.Nodes[:first] {
+		for r, n := range shard {
+			n.extra = c.nodeExtra(remote, s, r)
+			if err := n.writeConfig(); err != nil {
+				return fmt.Errorf("add shard %d: server %s: %w", first+1, n.Addr(), err)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for _, shard := range c.Nodes {
+		for _, n := range shard {
+			q := fmt.Sprintf("SELECT uniqExact(shard_num) FROM system.clusters WHERE cluster = '%s' HAVING uniqExact(shard_num) = %d", c.name, len(c.Nodes))
+			for queryOne(ctx, n.Addr(), q) != nil {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("add shard %d: server %s does not list it in system.clusters after a minute", first+1, n.Addr())
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // awaitZooKeeper waits until the server has a ZooKeeper session, and

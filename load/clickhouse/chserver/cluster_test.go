@@ -77,3 +77,70 @@ func TestClusterReplicatesWithinAShardAndRunsDDLOnEveryNode(t *testing.T) {
 		t.Errorf("through the Distributed table on another node: %d rows (%v), want 100", viaDist, err)
 	}
 }
+
+// TestClusterWithPerShardReplicaNamesGrowsByAShard builds a cluster whose
+// replica macros repeat in every shard (r1, r2), grows it by a shard while
+// it runs, and checks that every server then lists the new shard and that
+// a replica name made of both macros is unique across the cluster.
+func TestClusterWithPerShardReplicaNamesGrowsByAShard(t *testing.T) {
+	ctx := context.Background()
+	c, err := StartCluster(ctx, ClusterOptions{Shards: 1, Replicas: 2, PerShardReplicaNames: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if err := c.AddShard(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Nodes) != 2 || len(c.Nodes[1]) != 2 {
+		t.Fatalf("after AddShard the cluster has %d shards, want 2 of 2 replicas", len(c.Nodes))
+	}
+	for s, shard := range c.Nodes {
+		for r, n := range shard {
+			conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{n.Addr()}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			var shards uint64
+			var replica string
+			if err := conn.QueryRow(ctx, "SELECT uniqExact(shard_num) FROM system.clusters WHERE cluster = 'fleet'").Scan(&shards); err != nil || shards != 2 {
+				t.Errorf("shard %d replica %d lists %d shards (%v), want 2", s, r, shards, err)
+			}
+			if err := conn.QueryRow(ctx, "SELECT substitution FROM system.macros WHERE macro = 'replica'").Scan(&replica); err != nil || replica != fmt.Sprintf("r%d", r+1) {
+				t.Errorf("shard %d replica %d has replica macro %q (%v), want r%d", s, r, replica, err, r+1)
+			}
+		}
+	}
+	// Both macros in the replica name: 18.16 expands them, and the names
+	// differ between shards although the replica macros do not.
+	first, err := clickhouse.Open(&clickhouse.Options{Addr: []string{c.Nodes[0][0].Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	for _, q := range []string{
+		"CREATE DATABASE IF NOT EXISTS g ON CLUSTER fleet",
+		"CREATE TABLE IF NOT EXISTS g.w ON CLUSTER fleet (k String) ENGINE = ReplicatedMergeTree('/clickhouse/tables/all/g/w', '{shard}-{replica}') ORDER BY k",
+	} {
+		if err := first.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	var names []string
+	rows, err := first.Query(ctx, "SELECT name FROM system.zookeeper WHERE path = '/clickhouse/tables/all/g/w/replicas' ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if fmt.Sprint(names) != "[01-r1 01-r2 02-r1 02-r2]" {
+		t.Errorf("replicas of a table kept whole on every node: %v, want [01-r1 01-r2 02-r1 02-r2]", names)
+	}
+}
