@@ -16,8 +16,21 @@ var _ verify.Warehouse = (*Client)(nil)
 
 // PointStats returns, per variable with at least one point, the count, sum
 // and timestamp range of its points in datapoints FINAL (deduplicated) with
-// from <= ts_ms <= to. verify compares Count with the source's count.
+// from <= ts_ms <= to. verify compares Count with the source's count. On
+// a cluster it reads replicas that hold every point loaded before it
+// (readReplicated), so that verify --repair sees what its repair loaded.
 func (c *Client) PointStats(ctx context.Context, from, to int64) (map[string]Stats, error) {
+	var out map[string]Stats
+	err := c.readReplicated(ctx, func(ctx context.Context) error {
+		var err error
+		out, err = c.pointStats(ctx, from, to)
+		return err
+	}, TableDatapoints)
+	return out, err
+}
+
+// pointStats is PointStats' read.
+func (c *Client) pointStats(ctx context.Context, from, to int64) (map[string]Stats, error) {
 	// The ts predicate lets ClickHouse skip whole monthly partitions; ts_ms
 	// decides exactly.
 	query := "SELECT variable_id, count(), sum(value), min(ts_ms), max(ts_ms) FROM " + c.Table(TableDatapoints) +

@@ -29,13 +29,21 @@ import (
 // Each statement's version is taken before its snapshot of datapoints, as
 // in Recompute, so a cycle loading into the same hours meanwhile still
 // leaves the exact row.
+//
+// On a cluster it reads replicas that hold every point and hourly row
+// written before it (readReplicated).
 func (c *Client) Rebuild(ctx context.Context, from, to int64) (int, error) {
 	lo, hi := hourStart(from), hourStart(to)+hourMs
-	ids, err := c.rebuildVariables(ctx, lo, hi)
-	if err != nil {
-		return 0, err
-	}
-	return len(ids), c.rebuild(ctx, ids, lo, hi)
+	var n int
+	err := c.readReplicated(ctx, func(ctx context.Context) error {
+		ids, err := c.rebuildVariables(ctx, lo, hi)
+		if err != nil {
+			return err
+		}
+		n = len(ids)
+		return c.rebuild(ctx, ids, lo, hi)
+	}, TableDatapoints, TableHourly)
+	return n, err
 }
 
 // rebuild rebuilds the hours [lo, hi) and the latest rows of the variables

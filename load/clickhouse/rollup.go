@@ -77,10 +77,19 @@ func hourStart(ms int64) int64 {
 // Variables whose ranges start and end in nearly the same hours share
 // statements (see batches): a cycle reads every variable from its mark
 // minus the lookback to now, a backfill every variable over its range.
+//
+// On a cluster the statements run once every replica that is up holds
+// every point loaded before the call (readReplicated), so that a
+// recompute never writes a newer row from a replica lacking them.
 func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
 	if len(touched) == 0 {
 		return nil
 	}
+	return c.readReplicated(ctx, func(ctx context.Context) error { return c.recompute(ctx, touched) }, TableDatapoints)
+}
+
+// recompute is Recompute's statements.
+func (c *Client) recompute(ctx context.Context, touched []pipeline.Touched) error {
 	c.metrics.rollupVariables.Add(float64(len(touched)))
 	// The two tables are independent: their statements run side by side,
 	// on two of the pool's connections, since each is one thread's work

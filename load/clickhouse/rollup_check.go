@@ -21,7 +21,21 @@ import (
 // values). A row with count = 0 (an hour a rebuild emptied) counts as no
 // row. Nothing is compared inside SQL with a join or a subquery over two
 // tables, so it runs unchanged on a cluster's Distributed tables.
+//
+// On a cluster it reads replicas that hold every row written before it
+// (readReplicated), so that verify --repair sees its own repair.
 func (c *Client) CheckRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
+	var rep verify.RollupReport
+	err := c.readReplicated(ctx, func(ctx context.Context) error {
+		var err error
+		rep, err = c.checkRollups(ctx, from, to)
+		return err
+	}, TableDatapoints, TableHourly, TableLatest)
+	return rep, err
+}
+
+// checkRollups is CheckRollups' reads and comparison.
+func (c *Client) checkRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
 	lo, hi := hourStart(from), hourStart(to)+hourMs
 	var rep verify.RollupReport
 	// The variables with a point or a row in those hours, rollupBatch at a
@@ -104,7 +118,14 @@ func (c *Client) checkBatch(ctx context.Context, in string, lo, hi int64, rep *v
 // each variable's differing hours, a run of consecutive hours per
 // statement, recomputed from datapoints FINAL (an hour with no point left
 // gets a count = 0 row, see Rebuild), and the latest rows that differ.
+// On a cluster it reads replicas that hold every point and hourly row
+// written before it (readReplicated).
 func (c *Client) RepairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
+	return c.readReplicated(ctx, func(ctx context.Context) error { return c.repairRollups(ctx, diffs) }, TableDatapoints, TableHourly)
+}
+
+// repairRollups is RepairRollups' statements.
+func (c *Client) repairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
 	hours := map[string][]int64{}
 	var latest []string
 	for _, d := range diffs {

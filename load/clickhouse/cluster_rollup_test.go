@@ -1,0 +1,363 @@
+//go:build cluster
+
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
+	"github.com/fleetsync/fleetsync/pipeline"
+)
+
+// TestClusterRecomputeAfterTheWritingReplicaDiedCountsEveryAcknowledgedPoint
+// is issue 24's case 5, once for a variable of each shard: the first shard
+// has the node the client is connected to, which the kill takes away from
+// the client too (the issue's case), the second is reached through it.
+//
+// A variable's points are loaded and rolled up, then more points of the
+// same hour are loaded while neither replica of its shard may fetch parts
+// (SYSTEM STOP FETCHES), so the replica that takes the INSERT is the only
+// one holding it; that replica is killed, fetches are allowed again, and
+// the rollups are recomputed through the client, as a cycle does once its
+// INSERT is acknowledged. The stopped fetches make the replica's death land
+// before its sibling could copy the part, every run, instead of in a
+// window of milliseconds.
+//
+// Read from the sibling, the only replica left, the recompute writes
+// hourly and latest rows without the new points, whose newer version wins
+// once the killed replica is back, and the cycle, done, never recomputes
+// them again. It must instead fail, retryably and naming the replica that
+// holds the missing part, so that the cycle fails and the next one, once
+// the replica is back, recomputes the rows: the analyst tables must end
+// equal to datapoints FINAL.
+func TestClusterRecomputeAfterTheWritingReplicaDiedCountsEveryAcknowledgedPoint(t *testing.T) {
+	cl := chtest.Cluster(t)
+	for shard := range cl.Nodes {
+		t.Run(fmt.Sprintf("shard%d", shard+1), func(t *testing.T) {
+			f := newRollupFixture(t, cl, shard)
+			second, secondRange := f.points(40, 40)
+			writer := f.writeToOneReplica(second)
+			f.kill(writer)
+			f.fetches(1-writer, "START")
+			f.recomputeOrFail(f.c, secondRange, writer, func() {
+				if err := cl.Resume(context.Background(), f.replicas[writer]); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// TestClusterRecomputeRightAfterAReplicaReturnedCountsEveryAcknowledgedPoint
+// is case 5's other half: the replica that took a load dies, the next load
+// goes to its sibling, and the first comes back, but cannot fetch that
+// load's part yet (its fetches are stopped once it answers, before it has
+// pulled its queue). A recompute through a client connected to it reads
+// its local replica (prefer_localhost_replica), which ClickHouse deems
+// fresh as soon as it has pulled its queue: it would write rows without
+// the third load's points. It must instead fail, naming the replica, until
+// that replica has the part.
+func TestClusterRecomputeRightAfterAReplicaReturnedCountsEveryAcknowledgedPoint(t *testing.T) {
+	cl := chtest.Cluster(t)
+	f := newRollupFixture(t, cl, 1)
+	ctx := context.Background()
+	second, _ := f.points(40, 20)
+	writer := f.writeToOneReplica(second)
+	f.fetches(1-writer, "START")
+	localCounts(t, cl, f.db)
+	f.kill(writer)
+	third, thirdRange := f.points(60, 20)
+	if err := f.c.Write(ctx, []*pipeline.Batch{third}); err != nil {
+		t.Fatalf("the third load, with %s down: %v", f.name(writer), err)
+	}
+	if err := cl.Resume(ctx, f.replicas[writer]); err != nil {
+		t.Fatal(err)
+	}
+	f.fetches(writer, "STOP")
+	// Wait until ClickHouse deems the returned replica fresh: up in
+	// ZooKeeper, with its queue pulled (18.16 takes some seconds after it
+	// answers), so a replication delay below
+	// max_replica_delay_for_distributed_queries, though it lacks the part.
+	var maxDelay string
+	if err := f.nodes[writer].Conn().QueryRow(ctx, "SELECT value FROM system.settings WHERE name = 'max_replica_delay_for_distributed_queries'").Scan(&maxDelay); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		var fresh uint8
+		err := f.nodes[writer].Conn().QueryRow(ctx, "SELECT is_readonly = 0 AND absolute_delay < "+maxDelay+" FROM system.replicas WHERE database = ? AND table = ?",
+			f.db, TableDatapoints+localSuffix).Scan(&fresh)
+		if err == nil && fresh == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not up with its queue pulled 90s after it was started again (%v)", f.name(writer), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if k, err := f.raw(writer); err != nil || k != f.loaded {
+		t.Fatalf("%s holds %d rows of %s (%v), want %d: without the third load", f.name(writer), k, f.id, err, f.loaded)
+	}
+	returned, err := Open(ctx, Config{Addr: []string{f.replicas[writer].Addr()}, Database: f.db, Cluster: cl.Name(), InsertTimeout: 10 * time.Second}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { returned.Close() })
+	f.recomputeOrFail(returned, thirdRange, writer, func() { f.fetches(writer, "START") })
+}
+
+// rollupFixture is a variable of one shard of the test cluster, loaded
+// and rolled up once, with a client on every node and one on each replica
+// of its shard.
+type rollupFixture struct {
+	t        *testing.T
+	cl       *chserver.Cluster
+	db, id   string
+	shard    int
+	c        *Client
+	replicas []*chserver.Server
+	nodes    []*Client
+	// local is the shard's local datapoints table.
+	local string
+	// loaded is the raw row count of the variable on every replica.
+	loaded uint64
+}
+
+// rollupHour is the hour every point of the fixture lies in.
+const rollupHour = int64(1_699_999_200_000) // 2023-11-14 22:00 UTC
+
+// newRollupFixture loads 40 points of a variable of shard (counted from
+// 0), rolls them up and waits until both replicas hold them.
+func newRollupFixture(t *testing.T, cl *chserver.Cluster, shard int) *rollupFixture {
+	ctx := context.Background()
+	f := &rollupFixture{t: t, cl: cl, db: chtest.ClusterDatabase(t, cl), shard: shard, replicas: cl.Nodes[shard]}
+	// A short InsertTimeout: a rollup read waits half of it for the
+	// replicas, and here it only has to give up.
+	var err error
+	f.c, err = Open(ctx, Config{Addr: cl.Addrs(), Database: f.db, Cluster: cl.Name(), MaxElapsed: 15 * time.Second, InsertTimeout: 10 * time.Second}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.c.Close() })
+	if err := f.c.Migrate(ctx); err != nil {
+		t.Fatalf("Migrate on the cluster: %v", err)
+	}
+	f.id = variableOfShard(t, f.c, len(cl.Nodes), shard)
+	f.local = "`" + f.db + "`.`" + TableDatapoints + localSuffix + "`"
+	first, firstRange := f.points(0, 40)
+	if err := f.c.Write(ctx, []*pipeline.Batch{first}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Recompute(ctx, []pipeline.Touched{firstRange}); err != nil {
+		t.Fatal(err)
+	}
+	if got := localCounts(t, cl, f.db)[shard][f.id]; got != 40 {
+		t.Fatalf("shard %d holds %d rows of %s after the first load, want 40", shard, got, f.id)
+	}
+	f.loaded = 40
+	for _, n := range f.replicas {
+		f.nodes = append(f.nodes, onNode(t, n, f.db))
+	}
+	// Whatever a test does, it leaves the shard fetching again.
+	t.Cleanup(func() {
+		for r, n := range f.replicas {
+			if n.PID() != 0 {
+				_ = f.nodes[r].Conn().Exec(context.Background(), "SYSTEM START FETCHES "+f.local)
+			}
+		}
+	})
+	return f
+}
+
+// points are n points of the variable from the first-th on, 30s apart,
+// values first², ..., and their range.
+func (f *rollupFixture) points(first, n int) (*pipeline.Batch, pipeline.Touched) {
+	var b pipeline.Batch
+	for i := first; i < first+n; i++ {
+		b.Append(pipeline.Row{VariableID: f.id, DeviceID: "dev", TsMs: rollupHour + int64(i)*30_000, Value: float64(i * i), Context: "{}"})
+	}
+	return &b, pipeline.Touched{VariableID: f.id, FromMs: rollupHour + int64(first)*30_000, ToMs: rollupHour + int64(first+n-1)*30_000}
+}
+
+// name is the cluster's {replica} macro of replica r of the shard.
+func (f *rollupFixture) name(r int) string { return fmt.Sprintf("s%dr%d", f.shard+1, r+1) }
+
+// raw counts the variable's rows on replica r, merged or not.
+func (f *rollupFixture) raw(r int) (uint64, error) {
+	var k uint64
+	err := f.nodes[r].Conn().QueryRow(context.Background(), "SELECT count() FROM "+f.local+" WHERE variable_id = ?", f.id).Scan(&k)
+	return k, err
+}
+
+// fetches stops or starts (verb) replica r's fetches of other replicas'
+// parts.
+func (f *rollupFixture) fetches(r int, verb string) {
+	f.t.Helper()
+	if err := f.nodes[r].Conn().Exec(context.Background(), "SYSTEM "+verb+" FETCHES "+f.local); err != nil {
+		f.t.Fatalf("SYSTEM %s FETCHES on %s: %v", verb, f.name(r), err)
+	}
+}
+
+// writeToOneReplica loads b with the shard's fetches stopped, so that only
+// the replica that takes the INSERT holds it, and returns that replica.
+// Fetches stay stopped on the other one.
+func (f *rollupFixture) writeToOneReplica(b *pipeline.Batch) int {
+	f.t.Helper()
+	for r := range f.replicas {
+		f.fetches(r, "STOP")
+	}
+	if err := f.c.Write(context.Background(), []*pipeline.Batch{b}); err != nil {
+		f.t.Fatalf("load %d points: %v", b.Len(), err)
+	}
+	writer := -1
+	for r := range f.replicas {
+		k, err := f.raw(r)
+		if err != nil {
+			f.t.Fatal(err)
+		}
+		switch {
+		case k == f.loaded+uint64(b.Len()):
+			writer = r
+		case k != f.loaded:
+			f.t.Fatalf("%s holds %d rows of %s, want %d or %d", f.name(r), k, f.id, f.loaded, f.loaded+uint64(b.Len()))
+		}
+	}
+	if writer < 0 {
+		f.t.Fatalf("no replica of shard %d holds the load; replication state: %q", f.shard, replicationState(f.t, f.nodes, f.db))
+	}
+	f.fetches(writer, "START")
+	f.loaded += uint64(b.Len())
+	return writer
+}
+
+// kill kills replica r until the test ends or resumes it.
+func (f *rollupFixture) kill(r int) {
+	f.t.Helper()
+	n := f.replicas[r]
+	f.t.Cleanup(func() { _ = f.cl.Resume(context.Background(), n) })
+	if err := n.Kill(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// recomputeOrFail recomputes rng through c while a replica that is up
+// lacks the last load. That must fail, retryably and naming replica named
+// (the one that lacks it or the one that holds it), as the cycle would;
+// then heal makes the part reachable, and the next cycle's recompute, once both replicas hold
+// it, must make the analyst tables equal to datapoints FINAL. A recompute
+// that succeeds instead is a cycle that commits its marks: nothing
+// recomputes its hour again, and its rows must be exact as they are.
+func (f *rollupFixture) recomputeOrFail(c *Client, rng pipeline.Touched, named int, heal func()) {
+	t := f.t
+	t.Helper()
+	ctx := context.Background()
+	err := c.Recompute(ctx, []pipeline.Touched{rng})
+	heal()
+	if err != nil {
+		t.Logf("Recompute: %v", err)
+		if !pipeline.IsRetryable(err) || !strings.Contains(err.Error(), f.name(named)) {
+			t.Errorf("Recompute: %v; want a retryable error naming %s", err, f.name(named))
+		}
+		// A fetch that failed meanwhile is retried with a backoff.
+		localCounts(t, f.cl, f.db)
+		if err := c.Recompute(ctx, []pipeline.Touched{rng}); err != nil {
+			t.Fatalf("Recompute once both replicas hold every point: %v", err)
+		}
+	}
+	syncReplicas(t, f.cl, f.db, TableDatapoints, TableHourly, TableLatest)
+	checkRollupsOf(t, f.c, f.id)
+}
+
+// variableOfShard is a variable id that the Distributed tables place on
+// shard (counted from 0) of shards of equal weight.
+func variableOfShard(t *testing.T, c *Client, shards, shard int) string {
+	t.Helper()
+	for i := range 100 {
+		id := fmt.Sprintf("case5-%d", i)
+		var s uint64
+		if err := c.Conn().QueryRow(context.Background(), fmt.Sprintf("SELECT toUInt64(sipHash64(?) %% %d)", shards), id).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		if int(s) == shard {
+			return id
+		}
+	}
+	t.Fatalf("no variable id of shard %d among 100", shard)
+	return ""
+}
+
+// syncReplicas waits until every replica of the local tables of names has
+// caught up with the replication log (SYSTEM SYNC REPLICA), so that reads
+// through the Distributed tables see the same rows whichever replica they
+// reach.
+func syncReplicas(t *testing.T, cl *chserver.Cluster, db string, names ...string) {
+	t.Helper()
+	for s, shard := range cl.Nodes {
+		for r, node := range shard {
+			n := onNode(t, node, db)
+			for _, name := range names {
+				if err := n.Conn().Exec(context.Background(), "SYSTEM SYNC REPLICA `"+db+"`.`"+name+localSuffix+"`"); err != nil {
+					t.Fatalf("shard %d replica %d: SYNC REPLICA %s: %v", s, r, name, err)
+				}
+			}
+		}
+	}
+}
+
+// checkRollupsOf compares the hourly and latest rows of variable id under
+// FINAL with the same aggregates computed over datapoints FINAL, and prints
+// the rows that differ.
+func checkRollupsOf(t *testing.T, c *Client, id string) {
+	t.Helper()
+	ctx := context.Background()
+	lines := func(q string) []string {
+		t.Helper()
+		rows, err := c.Conn().Query(ctx, q, id)
+		if err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, line)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	const hourly = "concat(toString(hour), ' count ', toString(count), ' sum ', toString(sum), ' min ', toString(min), ' max ', toString(max), " +
+		"' first ', toString(first_value), '@', toString(first_ts_ms), ' last ', toString(last_value), '@', toString(last_ts_ms))"
+	for _, q := range []struct{ name, got, want string }{
+		{
+			TableHourly,
+			"SELECT " + hourly + " FROM " + c.Table(TableHourly) + " FINAL WHERE variable_id = ? ORDER BY hour",
+			"SELECT " + hourly + " FROM (SELECT toStartOfHour(ts) AS hour, count() AS count, sum(value) AS sum, min(value) AS min, max(value) AS max, " +
+				"argMin(value, ts_ms) AS first_value, min(ts_ms) AS first_ts_ms, argMax(value, ts_ms) AS last_value, max(ts_ms) AS last_ts_ms " +
+				"FROM " + c.Table(TableDatapoints) + " FINAL WHERE variable_id = ? GROUP BY hour) ORDER BY hour",
+		},
+		{
+			TableLatest,
+			"SELECT concat(toString(ts_ms), ' ', toString(value)) FROM " + c.Table(TableLatest) + " FINAL WHERE variable_id = ?",
+			"SELECT concat(toString(newest), ' ', toString(v)) FROM (SELECT max(ts_ms) AS newest, argMax(value, ts_ms) AS v FROM " + c.Table(TableDatapoints) + " FINAL WHERE variable_id = ?)",
+		},
+	} {
+		got, want := lines(q.got), lines(q.want)
+		if len(want) == 0 {
+			t.Fatalf("datapoints FINAL holds no point of %s", id)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s of %s under FINAL:\n%s\nwant (from datapoints FINAL):\n%s", q.name, id, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
