@@ -110,3 +110,21 @@ type MetadataWriter interface {
 	WriteDevices(ctx context.Context, devices []Device, syncedAt time.Time) error
 	WriteVariables(ctx context.Context, vars []Variable, syncedAt time.Time) error
 }
+
+// StoredRef names a live row of the devices or variables table.
+type StoredRef struct {
+	ID string
+	// DeviceID is a variable's device ("" for a device).
+	DeviceID string
+}
+
+// MetadataDiff is what storing a walk's devices or variables change by
+// change did.
+type MetadataDiff struct {
+	// Written is how many rows were written: the objects whose live row
+	// was missing (new, or marked deleted before) or differed.
+	Written int
+	// Missing are the live rows the walk did not have: deleted in the
+	// source, or out of a scoped walk.
+	Missing []StoredRef
+}

@@ -159,6 +159,9 @@ type fakeFleetStore struct {
 	logs         map[string]map[string]EventLog
 	logWrites    int
 	devicesWrite int
+	// devicesWritten and varsWritten count the rows written change by
+	// change.
+	devicesWritten, varsWritten int
 }
 
 func newFakeFleetStore() *fakeFleetStore {
@@ -199,16 +202,52 @@ func (s *fakeFleetStore) LiveDevices(context.Context) (map[string]string, error)
 	return out, nil
 }
 
-func (s *fakeFleetStore) Variables(context.Context) ([]Variable, error) {
+// WriteChangedDevices writes the devices whose live row is missing or
+// differs, as the warehouse does.
+func (s *fakeFleetStore) WriteChangedDevices(ctx context.Context, ds []Device, at time.Time) (MetadataDiff, error) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []Variable
-	for id, v := range s.vars {
-		if !s.deletedVars[id] {
-			out = append(out, v)
+	var diff MetadataDiff
+	var changed []Device
+	walked := map[string]bool{}
+	for _, d := range ds {
+		walked[d.ID] = true
+		if old, ok := s.devices[d.ID]; !ok || s.deletedDevs[d.ID] || !reflect.DeepEqual(old, d) {
+			changed = append(changed, d)
 		}
 	}
-	return out, nil
+	for id := range s.devices {
+		if !walked[id] && !s.deletedDevs[id] {
+			diff.Missing = append(diff.Missing, StoredRef{ID: id})
+		}
+	}
+	s.devicesWritten += len(changed)
+	s.mu.Unlock()
+	diff.Written = len(changed)
+	return diff, s.WriteDevices(ctx, changed, at)
+}
+
+// WriteChangedVariables writes the variables whose live row is missing
+// or differs, as the warehouse does.
+func (s *fakeFleetStore) WriteChangedVariables(ctx context.Context, vs []Variable, at time.Time) (MetadataDiff, error) {
+	s.mu.Lock()
+	var diff MetadataDiff
+	var changed []Variable
+	walked := map[string]bool{}
+	for _, v := range vs {
+		walked[v.ID] = true
+		if old, ok := s.vars[v.ID]; !ok || s.deletedVars[v.ID] || !reflect.DeepEqual(old, v) {
+			changed = append(changed, v)
+		}
+	}
+	for id, v := range s.vars {
+		if !walked[id] && !s.deletedVars[id] {
+			diff.Missing = append(diff.Missing, StoredRef{ID: id, DeviceID: v.DeviceID})
+		}
+	}
+	s.varsWritten += len(changed)
+	s.mu.Unlock()
+	diff.Written = len(changed)
+	return diff, s.WriteVariables(ctx, changed, at)
 }
 
 func (s *fakeFleetStore) MarkDevicesDeleted(_ context.Context, ids []string) error {

@@ -34,9 +34,14 @@ type RefreshStore interface {
 	// LiveDevices returns the organization id (maybe empty) of every device
 	// not marked deleted, by device id.
 	LiveDevices(ctx context.Context) (map[string]string, error)
-	// Variables returns the variables not marked deleted (ID and DeviceID
-	// at least).
-	Variables(ctx context.Context) ([]Variable, error)
+	// WriteChangedDevices stores the devices whose live row is missing or
+	// differs from what WriteDevices would write, and returns the live
+	// rows the list lacks. An unchanged device costs no row, so a cycle
+	// in which nothing changed writes none.
+	WriteChangedDevices(ctx context.Context, devices []Device, syncedAt time.Time) (MetadataDiff, error)
+	// WriteChangedVariables is WriteChangedDevices for variables; each
+	// missing row names its device.
+	WriteChangedVariables(ctx context.Context, vars []Variable, syncedAt time.Time) (MetadataDiff, error)
 	MarkDevicesDeleted(ctx context.Context, ids []string) error
 	MarkVariablesDeleted(ctx context.Context, ids []string) error
 	// WriteOrganizations stores the complete list of organizations; those
@@ -131,13 +136,18 @@ func (f *Refresh) WriteSnapshot(ctx context.Context, snap Snapshot) error {
 		}
 		devices[i] = d
 	}
-	if err := f.store.WriteDevices(ctx, devices, snap.At); err != nil {
+	devDiff, err := f.store.WriteChangedDevices(ctx, devices, snap.At)
+	if err != nil {
 		return fmt.Errorf("store device metadata: %w", err)
 	}
-	if err := f.store.WriteVariables(ctx, snap.Variables, snap.At); err != nil {
+	devices = nil
+	varDiff, err := f.store.WriteChangedVariables(ctx, snap.Variables, snap.At)
+	if err != nil {
 		return fmt.Errorf("store variable metadata: %w", err)
 	}
-	if err := f.markDeleted(ctx, snap, live); err != nil {
+	f.log.Info("devices and variables stored", zap.Int("devices_written", devDiff.Written), zap.Int("variables_written", varDiff.Written),
+		zap.Int("devices", len(snap.Devices)), zap.Int("variables", len(snap.Variables)))
+	if err := f.markDeleted(ctx, snap, live, varDiff.Missing); err != nil {
 		problems = append(problems, err)
 	}
 	if groupsErr == nil {
@@ -277,8 +287,9 @@ func (f *Refresh) deviceOrganizations(ctx context.Context, orgs []string) (byDev
 // scoped a missing device may only be out of scope: then only devices
 // missing from the whole account's listing count as deleted. A device's
 // variable listing is complete, so a stored variable of a walked device
-// that the walk did not see is deleted.
-func (f *Refresh) markDeleted(ctx context.Context, snap Snapshot, live map[string]string) error {
+// that the walk did not see is deleted. missing are the live variables the
+// walk did not see.
+func (f *Refresh) markDeleted(ctx context.Context, snap Snapshot, live map[string]string, missing []StoredRef) error {
 	walked := make(map[string]bool, len(snap.Devices))
 	for _, d := range snap.Devices {
 		walked[d.ID] = true
@@ -310,17 +321,9 @@ func (f *Refresh) markDeleted(ctx context.Context, snap Snapshot, live map[strin
 	for _, id := range gone {
 		goneSet[id] = true
 	}
-	seenVar := make(map[string]bool, len(snap.Variables))
-	for _, v := range snap.Variables {
-		seenVar[v.ID] = true
-	}
-	storedVars, err := f.store.Variables(ctx)
-	if err != nil {
-		return fmt.Errorf("read the stored variables: %w", err)
-	}
 	var goneVars []string
-	for _, v := range storedVars {
-		if goneSet[v.DeviceID] || (walked[v.DeviceID] && !seenVar[v.ID]) {
+	for _, v := range missing {
+		if goneSet[v.DeviceID] || walked[v.DeviceID] {
 			goneVars = append(goneVars, v.ID)
 		}
 	}

@@ -189,6 +189,12 @@ func (b *bench) measure(ctx context.Context) error {
 			fail("ratelimit", err)
 		}
 	}
+	if b.o.only["fleet"] && ctx.Err() == nil {
+		b.logf("== fleet")
+		if err := b.fleetSize(ctx); err != nil {
+			fail("fleet", err)
+		}
+	}
 	if b.o.only["gobench"] && ctx.Err() == nil {
 		b.logf("== gobench")
 		if err := b.goBenchmarks(ctx); err != nil {

@@ -30,6 +30,9 @@
 //     rollups costs a backfill and an incremental cycle;
 //  9. a rate-limited service (4 requests/s per token, 50 ms latency): a
 //     first sync and a 1 %-changed cycle of the 10 k-variable fleet;
+//  10. fleet size (`-only fleet`): a first sync and an idle cycle of 10^5
+//     and 10^6 variables (2,000 and 20,000 devices × 50, 2 points each):
+//     wall time, peak RSS, CPU and the metadata rows written;
 //
 // plus one profiled in-process sync whose top functions are recorded. Every
 // figure is the median of -runs runs with min and max. It prints a table,
@@ -83,6 +86,9 @@ type options struct {
 	keep    bool
 	tune    tuning
 	sizes   sizes
+	// fleetMax leaves out the fleet-size section's fleets of more
+	// variables (0: none left out).
+	fleetMax int
 }
 
 // tuning is the sync section fleetsync runs the backfills with: the
@@ -98,7 +104,7 @@ type tuning struct {
 }
 
 // parts lists the measurements -only accepts, in run order.
-var parts = []string{"ceiling", "source", "e2e", "profile", "cut", "flat", "incr", "idle", "ratelimit", "gobench", "compression", "rollup"}
+var parts = []string{"ceiling", "source", "e2e", "profile", "cut", "flat", "incr", "idle", "ratelimit", "gobench", "compression", "rollup", "fleet"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)
@@ -110,6 +116,7 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.bin, "bin", "bin", "directory holding the fleetsync and fleetsim binaries (make build)")
 	only := fs.String("only", "", "comma-separated subset of "+strings.Join(parts, ",")+" (default: all)")
 	fs.BoolVar(&o.profile, "profile", true, "run one extra in-process sync under the CPU profiler")
+	fs.IntVar(&o.fleetMax, "fleet-max", 0, "fleet-size section: leave out fleets of more variables than this (0: measure all)")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, logs, profiles, Native files)")
 	d := config.Default()
 	fs.IntVar(&o.tune.RowsPerRequest, "rows-per-request", d.Sync.RowsPerRequest, "sync.rows_per_request of the backfills (the configuration's default)")

@@ -158,9 +158,11 @@ type memberRow struct {
 
 // WriteDeviceGroups stores the complete list of groups and their members.
 // Groups missing from it are flagged deleted. Each membership of the list
-// is written with removed = 0 (joined_at kept from the stored row); each
-// stored membership missing from it, a group's member that left or a
-// deleted group's, is written with removed = 1. The changes against the
+// that the stored membership lacks is written with removed = 0 (joined_at
+// and snapshot_at the time of this snapshot); each stored membership
+// missing from it, a group's member that left or a deleted group's, is
+// written with removed = 1. A membership stored as the list has it is not
+// written again. The changes against the
 // stored membership go to device_group_member_changes first, so a failure
 // between the two inserts repeats a change in the history rather than
 // losing it.
@@ -202,12 +204,13 @@ func (c *Client) WriteDeviceGroups(ctx context.Context, groups []pipeline.Device
 				continue
 			}
 			current[k] = true
-			joined, ok := prev[k]
-			if !ok {
-				joined = synced
-				changes = append(changes, change{k, ChangeAdded})
+			if _, ok := prev[k]; ok {
+				// Stored as it is: rewriting it would change nothing
+				// but snapshot_at, at a row per member every cycle.
+				continue
 			}
-			members = append(members, memberRow{k, 0, joined})
+			changes = append(changes, change{k, ChangeAdded})
+			members = append(members, memberRow{k, 0, synced})
 		}
 	}
 	for k, joined := range prev {

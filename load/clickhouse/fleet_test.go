@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -160,5 +161,93 @@ func TestEventLogsRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("event_logs %q, want %q", got, want)
+	}
+}
+
+// TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows: the server's
+// fingerprint of a stored row equals fleetsync's of the row it would
+// write, for every column and awkward value (so a repeated walk writes
+// nothing), and differs as soon as one column does; rows marked deleted,
+// changed by hand or missing are written again, and the live rows the
+// walk lacks come back with their device.
+func TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows(t *testing.T) {
+	c := newTestClient(t, chtest.Shared(t), nil)
+	ctx := context.Background()
+	t1 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+	devices := []pipeline.Device{
+		{ID: "A", Label: "dev-a", Name: "Dev A", Description: "d", URL: "http://x/a", Properties: []byte(`{"k":"v","_color":"#fff"}`),
+			Tags: []string{"x", "y:z", ""}, CreatedAt: t1.Add(time.Second / 3), LastActivityMs: 1700000000123, Organization: "o1"},
+		{ID: "B", Label: "dev-b", Name: "ünïcödé\x00nul", Properties: []byte("null")},
+		{ID: "C", Label: "dev-c", CreatedAt: time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC), Tags: []string{}},
+	}
+	vars := []pipeline.Variable{
+		{ID: "A1", DeviceID: "A", DeviceLabel: "dev-a", Label: "t", Name: "T", Properties: []byte(`{"_color":"#f00"}`), CreatedAt: t1, LastActivityMs: 5},
+		{ID: "A2", DeviceID: "A", DeviceLabel: "dev-a", Label: "h", Properties: []byte(`{"_color":3}`)},
+		{ID: "B1", DeviceID: "B", DeviceLabel: "dev-b", Label: "t", LastActivityMs: -1},
+		{ID: "C1", DeviceID: "C", DeviceLabel: "dev-c", Label: "12:ab", Name: "3:"},
+	}
+	write := func(ds []pipeline.Device, vs []pipeline.Variable) (dd, vd pipeline.MetadataDiff) {
+		t.Helper()
+		dd, err := c.WriteChangedDevices(ctx, ds, t1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vd, err = c.WriteChangedVariables(ctx, vs, t1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dd, vd
+	}
+	if dd, vd := write(devices, vars); dd.Written != 3 || vd.Written != 4 || len(dd.Missing)+len(vd.Missing) != 0 {
+		t.Fatalf("first walk wrote %+v and %+v, want every row and nothing missing", dd, vd)
+	}
+	if dd, vd := write(devices, vars); dd.Written != 0 || vd.Written != 0 || len(dd.Missing)+len(vd.Missing) != 0 {
+		t.Fatalf("the same walk again wrote %+v and %+v, want nothing (the server's fingerprints differ from fleetsync's)", dd, vd)
+	}
+
+	// One column of one object at a time.
+	changes := []func(ds []pipeline.Device, vs []pipeline.Variable){
+		func(ds []pipeline.Device, _ []pipeline.Variable) { ds[0].Tags = []string{"x", "y", ":z", ""} },
+		func(ds []pipeline.Device, _ []pipeline.Variable) { ds[0].Organization = "o2" },
+		func(ds []pipeline.Device, _ []pipeline.Variable) { ds[1].LastActivityMs = 1 },
+		func(ds []pipeline.Device, _ []pipeline.Variable) { ds[2].Description = "now described" },
+		func(_ []pipeline.Device, vs []pipeline.Variable) { vs[0].Properties = []byte(`{"_color":"#0f0"}`) },
+		func(_ []pipeline.Device, vs []pipeline.Variable) { vs[1].DeviceLabel = "dev-a2" },
+		func(_ []pipeline.Device, vs []pipeline.Variable) { vs[3].CreatedAt = t1 },
+		func(_ []pipeline.Device, vs []pipeline.Variable) { vs[3].Label, vs[3].Name = "12", ":ab3:" },
+	}
+	for k, change := range changes {
+		ds, vs := slices.Clone(devices), slices.Clone(vars)
+		change(ds, vs)
+		dd, vd := write(ds, vs)
+		if dd.Written+vd.Written != 1 {
+			t.Fatalf("change %d: wrote %d devices and %d variables, want the one changed row", k, dd.Written, vd.Written)
+		}
+		devices, vars = ds, vs
+	}
+
+	// Deleted, changed by hand, or gone from the table: written again.
+	if err := c.MarkVariablesDeleted(ctx, []string{"A1"}); err != nil {
+		t.Fatal(err)
+	}
+	// A hand-made row of B1 that replaces the stored one and is older
+	// than fleetsync's next write.
+	if err := c.Conn().Exec(ctx, "INSERT INTO "+c.Table(TableVariables)+" (id, device_id, label, version) SELECT 'B1', 'B', 'by hand', max(version) + 1 FROM "+c.Table(TableVariables)+" WHERE id = 'B1'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, vd := write(devices, vars); vd.Written != 2 {
+		t.Fatalf("after A1 was marked deleted and B1 changed by hand, wrote %d variables, want 2", vd.Written)
+	}
+	if got := queryStrings(t, c, "SELECT id, label, toString(deleted) FROM "+c.Table(TableVariables)+" FINAL WHERE id IN ('A1', 'B1')"); !reflect.DeepEqual(got, []string{"A1|t|0", "B1|t|0"}) {
+		t.Fatalf("rows of A1 and B1 %v, want both as the walk has them, live", got)
+	}
+
+	// A walk without C and C1: they come back as missing, C1 with its device.
+	dd, vd := write(devices[:2], vars[:3])
+	if dd.Written != 0 || len(dd.Missing) != 1 || dd.Missing[0].ID != "C" {
+		t.Fatalf("devices without C: %+v, want C missing and nothing written", dd)
+	}
+	if vd.Written != 0 || len(vd.Missing) != 1 || !slices.Contains(vd.Missing, pipeline.StoredRef{ID: "C1", DeviceID: "C"}) {
+		t.Fatalf("variables without C1: %+v, want C1 of C missing", vd)
 	}
 }
