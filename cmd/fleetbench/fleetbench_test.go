@@ -103,7 +103,7 @@ func TestWriteMarkdownKeepsHandWrittenSections(t *testing.T) {
 		t.Fatal(err)
 	}
 	text := string(got)
-	for _, want := range []string{"intro by hand", "## Findings\n\nkept by hand\n", "| one stream (rows/s) | 1000 | 1000 | 1000 |", beginMarker, endMarker} {
+	for _, want := range []string{"intro by hand", "## Findings\n\nkept by hand\n", "| one stream (rows/s) | 1000 |", beginMarker, endMarker} {
 		if !strings.Contains(text, want) {
 			t.Errorf("rewritten report lacks %q:\n%s", want, text)
 		}
@@ -210,6 +210,190 @@ func TestTargetsBoundWhatTheTablesAddToEachBackfill(t *testing.T) {
 	for what, verdict := range want {
 		if !strings.HasPrefix(got[what], verdict+" ") {
 			t.Errorf("%q: %q, want %s", what, got[what], verdict)
+		}
+	}
+}
+
+func TestCellShowsMinAndMaxOnlyWhenTheRunsDiffer(t *testing.T) {
+	for _, tc := range []struct {
+		vals   []float64
+		digits int
+		want   string
+	}{
+		{[]float64{2, 2, 2}, 0, "2"},
+		{[]float64{7.6, -6.5, 15.1}, 1, "7.6 (-6.5, 15.1)"},
+		{[]float64{1.001, 1.002, 1.003}, 1, "1.0"},
+		{nil, 2, "n/a"},
+	} {
+		f := figure{vals: tc.vals, digits: tc.digits}
+		if got := f.cell(); got != tc.want {
+			t.Errorf("%v at %d digits: cell %q, want %q", tc.vals, tc.digits, got, tc.want)
+		}
+	}
+}
+
+// newFig adds to s a figure of the given runs.
+func newFig(s *section, name, unit string, vals ...float64) {
+	f := s.fig("", name, unit, 1)
+	for _, v := range vals {
+		f.add(v)
+	}
+}
+
+func TestPivotPutsEachSettingInAColumnOfItsOwn(t *testing.T) {
+	s := &section{title: "5. incremental"}
+	newFig(s, "1 % changed: data requests", "requests", 2, 2, 2)
+	newFig(s, "1 % changed: wall time", "s", 0.4, 0.5, 0.6)
+	newFig(s, "nothing changed: data requests", "requests", 0, 0, 0)
+	newFig(s, "nothing changed: wall time", "s", 0.3)
+	newFig(s, "walk alone, per device (variables_listing: per_device): wall time", "s", 0.2)
+	newFig(s, "1 % changed: wall time with `sync.rollups: false`", "s", 0.33)
+	g, ok := pivot(s)
+	if !ok {
+		t.Fatal("a section of three settings of two quantities was not pivoted")
+	}
+	want := "| figure | 1 % changed | nothing changed | walk alone, per device (variables_listing: per_device) |\n|---|---:|---:|---:|\n" +
+		"| data requests (requests) | 2.0 | 0.0 |  |\n" +
+		"| wall time (s) | 0.5 (0.4, 0.6) | 0.3 | 0.2 |\n" +
+		"| wall time with `sync.rollups: false` (s) | 0.3 |  |  |\n"
+	if got := g.markdown(); got != want {
+		t.Errorf("pivoted table:\n%s\nwant:\n%s", got, want)
+	}
+	// A figure without a setting, or one row per figure anyway: no pivot.
+	plain := &section{}
+	newFig(plain, "one stream", "rows/s", 1)
+	newFig(plain, "one stream: parts written", "parts", 1)
+	newFig(plain, "two streams: parts written", "parts", 1)
+	if _, ok := pivot(plain); ok {
+		t.Error("a section with a figure of no setting was pivoted")
+	}
+	distinct := &section{}
+	newFig(distinct, "a: x", "s", 1)
+	newFig(distinct, "b: y", "s", 1)
+	newFig(distinct, "c: z", "s", 1)
+	if _, ok := pivot(distinct); ok {
+		t.Error("a section whose settings share no quantity was pivoted")
+	}
+	twice := &section{}
+	newFig(twice, "a: x", "s", 1)
+	newFig(twice, "a: x", "s", 2)
+	newFig(twice, "b: x", "s", 3)
+	if _, ok := pivot(twice); ok {
+		t.Error("a section with the same figure twice was pivoted, losing one")
+	}
+}
+
+func TestSectionsOfTheSameQuantitiesShareATable(t *testing.T) {
+	e2e := &section{title: "3. end to end"}
+	for _, n := range []string{"rate", "peak RSS", "wall time", "rollup time"} {
+		newFig(e2e, n, "u", 1)
+	}
+	cut := &section{title: "3b. cut frames"}
+	for _, n := range []string{"rate", "peak RSS", "wall time", "rollup time"} {
+		newFig(cut, n, "u", 2)
+	}
+	mem := &section{title: "4. Memory: dense"}
+	for _, n := range []string{"peak RSS", "rate"} {
+		newFig(mem, n, "u", 3)
+	}
+	other := &section{title: "Compression: none and lz4"}
+	for _, n := range []string{"rate", "wall time, compression none", "wall time, compression lz4"} {
+		newFig(other, n, "u", 4)
+	}
+	groups := tableGroups([]*section{e2e, cut, mem, other})
+	if len(groups) != 2 || len(groups[0]) != 3 || groups[1][0] != other {
+		t.Fatalf("groups %v, want [3 3b 4] [Compression]", groups)
+	}
+	want := "| figure | 3 | 3b | 4 |\n|---|---:|---:|---:|\n" +
+		"| rate (u) | 1.0 | 2.0 | 3.0 |\n| peak RSS (u) | 1.0 | 2.0 | 3.0 |\n| wall time (u) | 1.0 | 2.0 |  |\n| rollup time (u) | 1.0 | 2.0 |  |\n"
+	if got := groupGrid(groups[0]).markdown(); got != want {
+		t.Errorf("shared table:\n%s\nwant:\n%s", got, want)
+	}
+	if got := sectionLabel(other.title); got != "Compression" {
+		t.Errorf("label of %q: %q", other.title, got)
+	}
+}
+
+// Every figure of every section is in the report, once, whatever table
+// it lands in, and a note two sections share is printed once.
+func TestReportKeepsEveryFigureAndPrintsANoteOnce(t *testing.T) {
+	b := &bench{o: &options{runs: 3, tune: tuning{VariablesPerRequest: 50}}, stdout: io.Discard, stderr: io.Discard, began: time.Now(),
+		machine: []string{"CPUs (`nproc`): 2", "Go: go1.26"}}
+	v := 100.0
+	add := func(s *section, name string) {
+		v++
+		newFig(s, name, "u", v, v+0.5, v+0.25)
+	}
+	one := b.section("1. ceiling")
+	add(one, "one stream")
+	add(one, "one stream: parts written")
+	e2e, cut := b.section("3. e2e"), b.section("3b. cut")
+	for _, s := range []*section{e2e, cut} {
+		for _, n := range []string{"rate", "peak RSS", "wall time"} {
+			add(s, n)
+		}
+		s.note("Configuration: the defaults.")
+	}
+	incr := b.section("5. incremental")
+	for _, n := range []string{"1 % changed: data requests", "1 % changed: wall time", "nothing changed: data requests", "nothing changed: wall time"} {
+		add(incr, n)
+	}
+	b.profileTop = "Type: cpu\nShowing nodes accounting for 2.58s, 83.77% of 3.08s total\n      flat  flat%   sum%        cum   cum%\n     0.69s 22.40% 22.40%      0.69s 22.40%  runtime.memmove\n"
+	b.profileNote = "In-process cycle."
+	text := b.render(nil, time.Minute)
+	for _, s := range b.secs {
+		for _, f := range s.figures {
+			if c := f.cell(); strings.Count(text, " "+c+" |") != 1 {
+				t.Errorf("figure %q (%s) appears %d times in the report:\n%s", f.name, c, strings.Count(text, " "+c+" |"), text)
+			}
+		}
+	}
+	if n := strings.Count(text, "Configuration: the defaults."); n != 1 {
+		t.Errorf("the shared note is printed %d times, want 1:\n%s", n, text)
+	}
+	for _, want := range []string{"Machine: CPUs (`nproc`): 2; Go: go1.26.", "| figure | 3 | 3b |", "| figure | 1 % changed | nothing changed |", "runtime.memmove", "(of 3.08s total)", "### Targets"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+func TestTopRowsKeepsTheHeaderAndTheTopEntries(t *testing.T) {
+	listing := `Type: alloc_space
+Showing nodes accounting for 687.16MB, 94.55% of 726.74MB total
+Dropped 123 nodes (cum <= 3.63MB)
+      flat  flat%   sum%        cum   cum%
+  205.94MB 28.34% 28.34%   205.94MB 28.34%  pipeline.(*Batch).Append
+  198.97MB 27.38% 55.72%   404.91MB 55.72%  pipeline.(*frameSink).Point
+  142.52MB 19.61% 75.33%   142.52MB 19.61%  proto.(*ColStr).Append
+`
+	want := `      flat  flat%   sum%        cum   cum%   (of 726.74MB total)
+  205.94MB 28.34% 28.34%   205.94MB 28.34%  pipeline.(*Batch).Append
+  198.97MB 27.38% 55.72%   404.91MB 55.72%  pipeline.(*frameSink).Point`
+	if got := topRows(listing, 2); got != want {
+		t.Errorf("topRows:\n%s\nwant:\n%s", got, want)
+	}
+	if got := topRows(listing, 10); strings.Count(got, "\n") != 3 {
+		t.Errorf("topRows with more rows asked than listed:\n%s", got)
+	}
+	if got := topRows("no listing here", 2); got != "no listing here" {
+		t.Errorf("an unrecognised listing became %q", got)
+	}
+}
+
+// Issue 27: docs/benchmarks.md is the latest report, the method and the
+// bounds, in at most 250 lines; earlier runs are in git.
+func TestTheBenchmarksDocumentIsAtMost250Lines(t *testing.T) {
+	text, err := os.ReadFile("../../docs/benchmarks.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(text), "\n"); n > 250 {
+		t.Errorf("docs/benchmarks.md has %d lines, more than 250: keep the generated report compact (report.go) and the hand-written parts short; history belongs in git", n)
+	}
+	for _, want := range []string{beginMarker, endMarker, "### Targets"} {
+		if !strings.Contains(string(text), want) {
+			t.Errorf("docs/benchmarks.md lacks %q", want)
 		}
 	}
 }

@@ -241,7 +241,24 @@ func (t target) verdict() string {
 	}
 }
 
+// Profile listings are cut to their top entries: where the time and the
+// allocations go is in the first few lines.
+const (
+	profileCPUTop   = 8
+	profileAllocTop = 5
+)
+
+// markdown is the generated part of the report, markers included.
 func (b *bench) markdown(errs []error) string {
+	return b.render(errs, time.Since(b.began))
+}
+
+// render writes the generated part of a run that took took: a preamble
+// with the machine, a table per section (or per group of sections that
+// measure the same quantities, see tableGroups) followed by its notes
+// as one paragraph, the targets, and the top of the CPU profile. A note
+// printed once is not repeated for a later section.
+func (b *bench) render(errs []error, took time.Duration) string {
 	var w strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&w, format, args...) }
 	p("%s\n\n", beginMarker)
@@ -249,36 +266,55 @@ func (b *bench) markdown(errs []error) string {
 	if len(b.args) > 0 {
 		cmd += " " + strings.Join(b.args, " ")
 	}
-	p("Measured by `make bench` (after `make build`: `%s`) on %s; the whole run took %s.",
-		cmd, b.began.UTC().Format("2006-01-02 15:04 UTC"), time.Since(b.began).Round(time.Second))
+	p("Measured by `%s` (`make bench`) on %s in %s.", cmd, b.began.UTC().Format("2006-01-02 15:04 UTC"), took.Round(time.Second))
 	if b.o.quick {
 		p(" **Quick run (`-quick`): a tenth of the fleet sizes; not the reference figures.**")
 	}
-	p(" Each figure is the median of %d run(s), with the min and max. A shared, noisy machine: trust ratios more than absolutes.\n\n", b.o.runs)
-	p("### Machine\n\n")
-	for _, m := range b.machine {
-		p("- %s\n", m)
+	p(" Each cell is the median of %d run(s), then (min, max) when they differ. A shared, noisy machine: trust ratios more than absolutes.\n", b.o.runs)
+	if len(b.machine) > 0 {
+		p("Machine: %s.\n", strings.Join(b.machine, "; "))
 	}
-	p("\n### Results\n\n")
-	for _, s := range b.secs {
-		p("#### %s\n\n", s.title)
-		if len(s.figures) > 0 {
-			p("| figure | median | min | max |\n|---|---:|---:|---:|\n")
-			for _, f := range s.figures {
-				med, lo, hi := f.cells()
-				p("| %s (%s) | %s | %s | %s |\n", f.name, f.unit, med, lo, hi)
-			}
-			p("\n")
-		}
+	p("\n")
+	printed := map[string]bool{}
+	// notes joins the notes of s not printed yet into one paragraph.
+	notes := func(s *section) string {
+		var out []string
 		for _, n := range s.notes {
-			p("- %s\n", n)
+			if !printed[n] {
+				printed[n] = true
+				out = append(out, n)
+			}
+		}
+		return strings.Join(out, " ")
+	}
+	for _, group := range tableGroups(b.secs) {
+		p("#### %s\n", group[0].title)
+		if len(group) > 1 {
+			var others []string
+			for _, s := range group[1:] {
+				others = append(others, "**"+sectionLabel(s.title)+".** "+strings.TrimPrefix(s.title, sectionLabel(s.title)+". "))
+			}
+			p("Beside it, a column each: %s.\n", strings.Join(others, "; "))
+		}
+		if len(group[0].figures) > 0 {
+			p("%s", groupGrid(group).markdown())
 		}
 		p("\n")
+		for _, s := range group {
+			n := notes(s)
+			switch {
+			case n == "":
+			case len(group) > 1:
+				p("**%s.** %s\n\n", sectionLabel(s.title), n)
+			default:
+				p("%s\n\n", n)
+			}
+		}
 	}
 	if w := b.noiseWarning(); w != "" {
 		p("**Warning:** %s\n\n", w)
 	}
-	p("### Targets (issue 6)\n\n| target | measured | |\n|---|---|---|\n")
+	p("### Targets\n\n| target | measured | |\n|---|---|---|\n")
 	for _, t := range b.targets() {
 		p("| %s | %s | %s |\n", t.what, t.measured, t.verdict())
 	}
@@ -287,15 +323,36 @@ func (b *bench) markdown(errs []error) string {
 		p("**Failed:** %s\n\n", strings.ReplaceAll(err.Error(), "\n", " "))
 	}
 	if b.profileTop != "" {
-		p("### CPU profile of an end-to-end backfill\n\n%s\n\nFlat (where the CPU is spent):\n\n```\n%s\n```\n\nCumulative:\n\n```\n%s\n```\n\n",
-			b.profileNote, b.profileTop, b.profileCum)
-		p("Allocations during the run (`-sample_index=alloc_space`):\n\n```\n%s\n```\n\n", b.profileAlloc)
-		if b.profileInuse != "" {
-			p("Live heap near its peak (`-sample_index=inuse_space`, as of the last GC before the peak):\n\n```\n%s\n```\n\n", b.profileInuse)
+		p("### CPU profile of an end-to-end backfill\n\n%s\n\nCPU, flat (top %d):\n```\n%s\n```\n", b.profileNote, profileCPUTop, topRows(b.profileTop, profileCPUTop))
+		if b.profileAlloc != "" {
+			p("Allocations (`-sample_index=alloc_space`, top %d):\n```\n%s\n```\n", profileAllocTop, topRows(b.profileAlloc, profileAllocTop))
+		}
+		p("\n")
+	}
+	// The ratios run prints last are in the targets above: no footer.
+	p("%s\n", endMarker)
+	return w.String()
+}
+
+// topRows cuts a `go tool pprof -top` listing to its column header and
+// its first n entries, with the total (the "Showing nodes … of X total"
+// line's X) in the header; a listing it does not recognise is kept whole.
+func topRows(listing string, n int) string {
+	lines := strings.Split(strings.TrimRight(listing, "\n"), "\n")
+	total := ""
+	for i, l := range lines {
+		if _, rest, ok := strings.Cut(l, "% of "); ok && strings.HasPrefix(strings.TrimSpace(l), "Showing nodes") {
+			total = strings.TrimSpace(rest)
+		}
+		if f := strings.Fields(l); len(f) >= 5 && f[0] == "flat" && f[1] == "flat%" {
+			head := l
+			if total != "" {
+				head += "   (of " + total + ")"
+			}
+			return strings.Join(append([]string{head}, lines[i+1:min(len(lines), i+1+n)]...), "\n")
 		}
 	}
-	p("`requests/minimum: %s`, `rows served/loaded: %s`, `e2e/ceiling: %s`\n\n%s\n", b.medianText("requests-per-minimum"), b.medianText("served-per-loaded"), ratioText(b.ratio()), endMarker)
-	return w.String()
+	return listing
 }
 
 // writeMarkdown replaces the generated part of the report file, keeping
