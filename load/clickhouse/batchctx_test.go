@@ -78,7 +78,7 @@ func TestACancelAfterSendNeverClosesThePooledConnection(t *testing.T) {
 		var b pipeline.Batch
 		b.Append(pipeline.Row{VariableID: "v", DeviceID: "d", TsMs: int64(i), Value: 1, Context: "{}"})
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		err := c.insertPoints(wctx, []*pipeline.Batch{&b}, c.NextVersion(), scratchPool.Get().(*scratch))
+		err := c.insertPoints(wctx, []*pipeline.Batch{&b}, c.NextVersion(), nil, scratchPool.Get().(*scratch))
 		cancel()
 		if err != nil {
 			t.Fatalf("write %d: %v", i, err)

@@ -144,6 +144,10 @@ type Client struct {
 
 	insertPointsSQL string
 
+	// place keys the rows of a cluster's sharded tables (placement.go):
+	// loaded by each EnsureSchema, or by the first write.
+	place atomic.Pointer[placement]
+
 	// certAsked records that a server asked for a client certificate the
 	// configuration does not have (see noteCertRequests).
 	certAsked atomic.Bool
@@ -190,7 +194,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 		return nil, err
 	}
 	c.conn, c.log, c.metrics = guardedConn{conn}, logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), m
-	c.insertPointsSQL = "INSERT INTO " + c.Table(TableDatapoints) + " (" + pointColumnList + ")"
+	c.insertPointsSQL = "INSERT INTO " + c.Table(TableDatapoints) + " (" + pointColumnList + c.keyColumn() + ")"
 	return c, nil
 }
 

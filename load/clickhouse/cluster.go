@@ -3,8 +3,11 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"go.uber.org/zap"
+	"slices"
 	"strings"
+	"time"
+
+	"go.uber.org/zap"
 )
 
 // localSuffix names a cluster's local (Replicated) table: datapoints_local
@@ -66,14 +69,30 @@ func (c *Client) localTable(name string) string {
 	return "`" + c.cfg.Database + "`.`" + c.cfg.TablePrefix + name + localSuffix + "`"
 }
 
+// Replica names, the second argument of a Replicated engine. ClickHouse
+// asks {replica} to be unique among the replicas of one shard only, and
+// many clusters name them r1, r2 in every shard. A sharded table's
+// replicas are one shard's ({shard} is in its ZooKeeper path), so
+// {replica} names them; a table kept whole on every node has every node of
+// the cluster as a replica of one path, so its replica name holds both
+// macros, unique whatever the macros are, as ClickHouse's rule requires
+// (18.16 expands macros in both arguments). Tables of that kind created
+// before schema version 5 keep the name they have ({replica} alone, which
+// was unique in the whole cluster, or they could not have been created):
+// a replica's name matters only to ZooKeeper, and only when it is created.
+const (
+	shardReplica = "{replica}"
+	wholeReplica = "{shard}-{replica}"
+)
+
 // replicatedEngine turns a table's single-server engine into its
 // replicated form by rule, so that every table definition, present or
 // added later, gets one: "ReplacingMergeTree(version) ORDER BY id" becomes
-// "ReplicatedReplacingMergeTree('<path>/<db>/<table>', '{replica}',
+// "ReplicatedReplacingMergeTree('<path>/<db>/<table>', '<replica>',
 // version) ORDER BY id". The ZooKeeper path holds the {shard} macro
 // (config checks it), so each shard's replicas share a path and shards do
 // not.
-func replicatedEngine(engine, zkPath, database, table string) (string, error) {
+func replicatedEngine(engine, zkPath, database, table, replica string) (string, error) {
 	end := strings.IndexAny(engine, "( ")
 	if end < 0 {
 		end = len(engine)
@@ -94,34 +113,173 @@ func replicatedEngine(engine, zkPath, database, table string) (string, error) {
 		rest = rest[closing+1:]
 	}
 	path := strings.TrimRight(zkPath, "/") + "/" + database + "/" + table
-	return fmt.Sprintf("Replicated%s('%s', '{replica}'%s)%s", name, path, args, rest), nil
+	return fmt.Sprintf("Replicated%s('%s', '%s'%s)%s", name, path, replica, args, rest), nil
 }
 
-// shardingKey is the Distributed table's sharding expression: a hash of the
-// first column of the table's ORDER BY, so that every row of one sorting key
-// (what ReplacingMergeTree collapses) lands on one shard and FINAL through
-// the Distributed table stays exact. For datapoints and sync_state that is
-// variable_id, the key the sync's shards split by too.
+// shardingKey is the Distributed table's sharding expression: the
+// shard_key column (placement.go), which every row of a variable carries
+// alike, so that every row of one sorting key (what ReplacingMergeTree
+// collapses) lands on one shard and FINAL through the Distributed table
+// stays exact, before and after the cluster grows.
 func shardingKey(t tableDef) (string, error) {
 	if t.shardBy != "" {
 		return t.shardBy, nil
 	}
-	first := firstSortColumn(t)
-	if first == "" {
-		return "", fmt.Errorf("table %s: engine %q has no ORDER BY column to shard by", t.name, t.engine)
+	if firstSortColumn(t) != "variable_id" {
+		return "", fmt.Errorf("table %s: engine %q is not sorted by variable_id first; only such tables are sharded", t.name, t.engine)
 	}
-	return "sipHash64(" + first + ")", nil
+	return shardKeyColumn, nil
+}
+
+// legacyShardingKey is what a sharded table of a cluster laid out before
+// schema version 5 was sharded by; the shard_key column added to it
+// defaults to the same placement (see migrateClusterTable).
+const legacyShardingKey = "sipHash64(variable_id)"
+
+// clusterColumns are t's columns on a cluster: a sharded table has the
+// shard_key column last, whose DEFAULT is the hash placement over the
+// first layout migrate recorded (total weight w0). Rows fleetsync writes
+// always give the key; the DEFAULT keys the rows of parts written before
+// the column existed (laid out by sipHash64(variable_id) over that same
+// layout) and rows inserted by hand without it.
+func clusterColumns(t tableDef, w0 uint64) []column {
+	if !sharded(t) {
+		return t.columns
+	}
+	return append(slices.Clip(t.columns), column{name: shardKeyColumn, typ: "UInt64", dflt: fmt.Sprintf("%s %% %d", legacyShardingKey, w0)})
+}
+
+// clusterPrep is what Migrate learned of the cluster before creating
+// anything: its layout now and the layouts recorded before.
+type clusterPrep struct {
+	current, first, last layout
+}
+
+// w0 is the total weight the shard_key DEFAULT is written for: the first
+// recorded layout's, or today's for a database that has none yet.
+func (p *clusterPrep) w0() uint64 {
+	if p.first != nil {
+		return p.first.total()
+	}
+	return p.current.total()
+}
+
+// ClusterError is a cluster on which fleetsync cannot lay out or place its
+// tables, found before anything is created or written. Setting names what
+// to fix; it is not retryable.
+type ClusterError struct {
+	Setting, Reason string
+}
+
+func (e *ClusterError) Error() string { return e.Setting + ": " + e.Reason }
+
+// layoutMoved is the error of a cluster whose shards are not the recorded
+// ones with shards appended.
+func (c *Client) layoutMoved(current, recorded layout) error {
+	return &ClusterError{Setting: "remote_servers", Reason: fmt.Sprintf("cluster %s has shards of weights %v but its rows are placed for %v; put those shards and weights back, first and in that order, and append new shards after them (docs/operations.md, Adding a ClickHouse shard)", c.cfg.Cluster, current, recorded)}
+}
+
+// prepareCluster checks, on the server the client is connected to, what
+// Migrate needs of the cluster, and reads the layouts: clickhouse.cluster
+// names a cluster of its remote_servers, the server has both macros, and
+// the shards are the recorded ones with shards appended at most (rows are
+// placed by their position and weight; see placement.go).
+func (c *Client) prepareCluster(ctx context.Context) (*clusterPrep, error) {
+	current, err := c.currentLayout(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(current) == 0 {
+		var names []string
+		if rows, err := c.conn.Query(ctx, "SELECT DISTINCT cluster FROM system.clusters ORDER BY cluster"); err == nil {
+			for rows.Next() {
+				var n string
+				if rows.Scan(&n) == nil {
+					names = append(names, n)
+				}
+			}
+			rows.Close()
+		}
+		return nil, &ClusterError{Setting: "clickhouse.cluster", Reason: fmt.Sprintf("the server has no cluster %q in its remote_servers (it has %v); name one of them, or add it to remote_servers on every server", c.cfg.Cluster, names)}
+	}
+	macros := map[string]bool{}
+	rows, err := c.conn.Query(ctx, "SELECT macro FROM system.macros")
+	if err != nil {
+		return nil, fmt.Errorf("read the server's macros: %w", err)
+	}
+	for rows.Next() {
+		var m string
+		if err := rows.Scan(&m); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("read the server's macros: %w", err)
+		}
+		macros[m] = true
+	}
+	rows.Close()
+	for _, m := range []string{"shard", "replica"} {
+		if !macros[m] {
+			return nil, &ClusterError{Setting: "macros", Reason: fmt.Sprintf("the server has no {%s} macro; give every server <macros> with <shard> (its shard) and <replica> (unique within its shard)", m)}
+		}
+	}
+	p := &clusterPrep{current: current}
+	if p.first, p.last, err = c.recordedLayouts(ctx); err != nil {
+		return nil, err
+	}
+	if p.last != nil && !current.extends(p.last) {
+		return nil, c.layoutMoved(current, p.last)
+	}
+	return p, nil
+}
+
+// migrateLayout records the placement after the tables exist: the
+// layout, the first time; and when shards were appended since the last
+// record, every variable that has rows, with the key its rows carry, then
+// the new layout, so that the variables seen from then on spread over
+// every shard while the others stay where their rows are (placement.go).
+// The syncs must be stopped meanwhile (docs/operations.md): a writer that
+// keyed a new variable by the old layout after its records were taken
+// would leave it on two shards.
+func (c *Client) migrateLayout(ctx context.Context, p *clusterPrep) error {
+	switch {
+	case p.last == nil:
+		if err := c.recordLayout(ctx, p.current); err != nil {
+			return fmt.Errorf("record the shard layout: %w", err)
+		}
+	case len(p.current) > len(p.last):
+		t0 := time.Now()
+		if err := c.Retry(ctx, TableVariableShards, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, "INSERT INTO "+c.Table(TableVariableShards)+" (variable_id, shard_key, recorded_at) SELECT variable_id, any(shard_key), now() FROM "+
+				c.Table(TableDatapoints)+" GROUP BY variable_id")
+		}); err != nil {
+			return fmt.Errorf("record where the variables' rows are: %w", err)
+		}
+		if err := c.recordLayout(ctx, p.current); err != nil {
+			return fmt.Errorf("record the shard layout: %w", err)
+		}
+		c.log.Info("the cluster grew: recorded every variable where its rows are, and the new shard layout for new variables",
+			zap.String("from", p.last.String()), zap.String("to", p.current.String()), zap.Duration("took", time.Since(t0)))
+	}
+	_, err := c.loadPlacement(ctx)
+	return err
 }
 
 // migrateClusterTable creates and upgrades one table on the cluster, ON
 // CLUSTER: a sharded table is a Replicated local table on every node under
-// a Distributed table of the contract's name; any other table is a
-// Replicated table of the contract's name whose replicas are all the nodes.
-func (c *Client) migrateClusterTable(ctx context.Context, t tableDef) error {
+// a Distributed table of the contract's name, sharded by shard_key; any
+// other table is a Replicated table of the contract's name whose replicas
+// are all the nodes.
+//
+// A sharded table of schema version 4 or older is upgraded in place: its
+// local and Distributed tables get the shard_key column, whose DEFAULT
+// keys the rows already there as sipHash64(variable_id) placed them, and
+// its Distributed table, which holds no rows (inserts are synchronous), is
+// dropped and created again sharded by shard_key. Meanwhile inserts
+// through it fail, so the syncs should be stopped (docs/operations.md).
+func (c *Client) migrateClusterTable(ctx context.Context, t tableDef, p *clusterPrep) error {
 	if !sharded(t) {
 		name := c.cfg.TablePrefix + t.name
 		path := strings.ReplaceAll(c.cfg.ZookeeperPath, "{shard}", everywhereShard)
-		engine, err := replicatedEngine(t.engine, path, c.cfg.Database, name)
+		engine, err := replicatedEngine(t.engine, path, c.cfg.Database, name, wholeReplica)
 		if err != nil {
 			return err
 		}
@@ -130,8 +288,10 @@ func (c *Client) migrateClusterTable(ctx context.Context, t tableDef) error {
 		}
 		return c.addMissingColumns(ctx, t, name, c.Table(t.name))
 	}
+	ct := t
+	ct.columns = clusterColumns(t, p.w0())
 	local := c.cfg.TablePrefix + t.name + localSuffix
-	engine, err := replicatedEngine(t.engine, c.cfg.ZookeeperPath, c.cfg.Database, local)
+	engine, err := replicatedEngine(t.engine, c.cfg.ZookeeperPath, c.cfg.Database, local, shardReplica)
 	if err != nil {
 		return err
 	}
@@ -139,18 +299,32 @@ func (c *Client) migrateClusterTable(ctx context.Context, t tableDef) error {
 	if err != nil {
 		return err
 	}
-	cols := columnsDDL(t)
+	cols := columnsDDL(ct)
 	if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.localTable(t.name)+c.onCluster()+" ("+cols+") ENGINE = "+engine); err != nil {
 		return fmt.Errorf("create %s: %w", c.localTable(t.name), err)
 	}
-	if err := c.addMissingColumns(ctx, t, local, c.localTable(t.name)); err != nil {
+	if err := c.addMissingColumns(ctx, ct, local, c.localTable(t.name)); err != nil {
 		return err
 	}
 	dist := fmt.Sprintf("Distributed('%s', '%s', '%s', %s)", c.cfg.Cluster, c.cfg.Database, local, key)
-	if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.Table(t.name)+c.onCluster()+" ("+cols+") ENGINE = "+dist); err != nil {
+	create := "CREATE TABLE IF NOT EXISTS " + c.Table(t.name) + c.onCluster() + " (" + cols + ") ENGINE = " + dist
+	if err := c.conn.Exec(ctx, create); err != nil {
 		return fmt.Errorf("create %s: %w", c.Table(t.name), err)
 	}
-	return c.addMissingColumns(ctx, t, c.cfg.TablePrefix+t.name, c.Table(t.name))
+	var ddl string
+	if err := c.conn.QueryRow(ctx, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", c.cfg.Database, c.cfg.TablePrefix+t.name).Scan(&ddl); err != nil {
+		return fmt.Errorf("read the definition of %s: %w", c.Table(t.name), err)
+	}
+	if !strings.Contains(ddl, ", "+key+")") {
+		c.log.Info("sharding by the variables' recorded keys: creating the Distributed table again", zap.String("table", t.name), zap.String("was", ddl))
+		if err := c.conn.Exec(ctx, "DROP TABLE IF EXISTS "+c.Table(t.name)+c.onCluster()); err != nil {
+			return fmt.Errorf("drop %s to shard it by %s: %w", c.Table(t.name), key, err)
+		}
+		if err := c.conn.Exec(ctx, create); err != nil {
+			return fmt.Errorf("create %s: %w", c.Table(t.name), err)
+		}
+	}
+	return c.addMissingColumns(ctx, ct, c.cfg.TablePrefix+t.name, c.Table(t.name))
 }
 
 // LayoutError is a database whose tables are laid out for one server while
@@ -221,9 +395,14 @@ func (c *Client) checkLayout(engines map[string]string) error {
 // wait for every node and would stall each cycle while one is down.
 func (c *Client) schemaComplete(ctx context.Context, engines map[string]string) (bool, error) {
 	for _, t := range schema {
+		if t.clusterOnly && !c.clustered() {
+			continue
+		}
 		names := []string{c.cfg.TablePrefix + t.name}
 		if c.clustered() && sharded(t) {
 			names = append(names, c.cfg.TablePrefix+t.name+localSuffix)
+			// Only the name is compared: the DEFAULT does not matter.
+			t.columns = clusterColumns(t, 1)
 		}
 		for _, name := range names {
 			if _, ok := engines[name]; !ok {
@@ -259,15 +438,41 @@ func (c *Client) EnsureSchema(ctx context.Context) error {
 	if err := c.checkLayout(engines); err != nil {
 		return err
 	}
-	c.checkLoadBalancing(ctx)
 	done, err := c.schemaComplete(ctx, engines)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	if done {
-		return nil
+	if !done {
+		return c.Migrate(ctx)
 	}
-	return c.Migrate(ctx)
+	return c.checkPlacement(ctx)
+}
+
+// checkPlacement refuses a cycle on a cluster whose shards are no longer
+// the recorded ones with shards appended (rows would go to other shards
+// than their variables' earlier rows), notes shards appended without
+// `fleetsync migrate` (the new shards get no variable until it runs), and
+// loads the placement the cycle's rows are keyed by.
+func (c *Client) checkPlacement(ctx context.Context) error {
+	current, err := c.currentLayout(ctx)
+	if err != nil {
+		return err
+	}
+	_, last, err := c.recordedLayouts(ctx)
+	if err != nil {
+		return err
+	}
+	switch {
+	case last == nil:
+		return c.Migrate(ctx)
+	case !current.extends(last):
+		return c.layoutMoved(current, last)
+	case len(current) > len(last):
+		c.log.Warn("the cluster has more shards than fleetsync placed variables on: new variables keep going to the first ones until `fleetsync migrate` runs (docs/operations.md, Adding a ClickHouse shard)",
+			zap.String("shards", current.String()), zap.String("placed_for", last.String()))
+	}
+	_, err = c.loadPlacement(ctx)
+	return err
 }
 
 // clusterSettings are the session settings of a cluster's connections.
@@ -282,33 +487,16 @@ func (c *Client) EnsureSchema(ctx context.Context) error {
 // written to. For marks that means an older mark and a re-read, never a
 // skipped point (marks only grow: see state); the lease reads its claim
 // back until replication shows it (see state.ClickHouse.Acquire). The
-// rollups need more: see checkLoadBalancing.
+// reads that must see every loaded point (the analyst tables' recompute,
+// rebuild and check, verify's counts) wait for the replicas instead
+// (readReplicated, consistency.go), whichever replica ClickHouse then
+// reads, so the profile's load_balancing does not matter to fleetsync; it
+// could not be set here anyway: clickhouse-go sends 18.16 numeric
+// settings only ("query setting load_balancing has unsupported data
+// type").
 func clusterSettings(cfg Config) map[string]any {
 	if cfg.Cluster == "" {
 		return nil
 	}
 	return map[string]any{"insert_distributed_sync": 1}
-}
-
-// checkLoadBalancing warns when the user's profile lets Distributed reads
-// pick any replica. The rollups are recomputed from datapoints FINAL right
-// after its rows are acknowledged; with load_balancing in_order, the write
-// and the read go to the same (first healthy) replica of each shard, so the
-// read sees the write. With random balancing it may read a replica that has
-// not fetched the part yet and leave an hour short until the next cycle
-// that re-reads it (a README query through the test cluster showed half
-// the hourly rows missing). The setting cannot travel with the session:
-// ClickHouse 18.16's native protocol takes only numeric settings from
-// clients, so it belongs in the profile (deploy/clickhouse).
-func (c *Client) checkLoadBalancing(ctx context.Context) {
-	var v string
-	if err := c.conn.QueryRow(ctx, "SELECT value FROM system.settings WHERE name = 'load_balancing'").Scan(&v); err != nil {
-		c.log.Warn("could not read the load_balancing setting of the ClickHouse user", zap.Error(err))
-		return
-	}
-	if v != "in_order" {
-		c.log.Warn("clickhouse.cluster: the user's profile has load_balancing="+v+
-			"; set <load_balancing>in_order</load_balancing> in it (deploy/clickhouse/users.d-fleetsync.xml) so that reads follow writes, or the analyst tables may miss rows loaded moments before",
-			zap.String("load_balancing", v))
-	}
 }

@@ -17,12 +17,12 @@ func TestReplicatedEngineKeepsTheEngineArgumentsAndClauses(t *testing.T) {
 			"ReplicatedAggregatingMergeTree('/ch/{shard}/db/datapoints_local', '{replica}') ORDER BY (variable_id, hour)"},
 	}
 	for _, tt := range tests {
-		got, err := replicatedEngine(tt.engine, "/ch/{shard}/", "db", "datapoints_local")
+		got, err := replicatedEngine(tt.engine, "/ch/{shard}/", "db", "datapoints_local", shardReplica)
 		if err != nil || got != tt.want {
 			t.Errorf("replicatedEngine(%q)\n got: %q (%v)\nwant: %q", tt.engine, got, err, tt.want)
 		}
 	}
-	if _, err := replicatedEngine("Log", "/ch/{shard}", "db", "x"); err == nil || !strings.Contains(err.Error(), "no replicated form") {
+	if _, err := replicatedEngine("Log", "/ch/{shard}", "db", "x", shardReplica); err == nil || !strings.Contains(err.Error(), "no replicated form") {
 		t.Errorf("a Log table: error %v, want one saying it has no replicated form", err)
 	}
 }
@@ -34,18 +34,18 @@ func TestPlacementShardsTheDataTablesByVariableAndKeepsTheRestWhole(t *testing.T
 		if got := sharded(td); got != want {
 			t.Errorf("%s: sharded = %v, want %v", td.name, got, want)
 		}
-		if _, err := replicatedEngine(td.engine, DefaultZookeeperPath, "db", td.name+localSuffix); err != nil {
+		if _, err := replicatedEngine(td.engine, DefaultZookeeperPath, "db", td.name+localSuffix, shardReplica); err != nil {
 			t.Errorf("%s: %v", td.name, err)
 		}
 		if sharded(td) {
-			if key, err := shardingKey(td); err != nil || key != "sipHash64(variable_id)" {
-				t.Errorf("%s: sharding key %q (%v), want sipHash64(variable_id)", td.name, key, err)
+			if key, err := shardingKey(td); err != nil || key != "shard_key" {
+				t.Errorf("%s: sharding key %q (%v), want shard_key", td.name, key, err)
 			}
 		}
 	}
 	// A table added later (the analyst tables) inherits by its sort key.
 	hourly := tableDef{name: "datapoints_hourly", engine: "ReplacingMergeTree(version) ORDER BY (variable_id, hour)"}
-	if key, err := shardingKey(hourly); !sharded(hourly) || err != nil || key != "sipHash64(variable_id)" {
-		t.Errorf("a table sorted by (variable_id, hour): sharded %v by %q (%v), want sharded by sipHash64(variable_id)", sharded(hourly), key, err)
+	if key, err := shardingKey(hourly); !sharded(hourly) || err != nil || key != "shard_key" {
+		t.Errorf("a table sorted by (variable_id, hour): sharded %v by %q (%v), want sharded by shard_key", sharded(hourly), key, err)
 	}
 }

@@ -257,8 +257,12 @@ func TestClusterWritesKeepEachVariableOnOneShardAndNeverTakeAReReadForARetry(t *
 	// receiving the insert; FINAL collapses it either way.
 	version := c.NextVersion()
 	sc := new(scratch)
+	place, err := c.placementFor(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 2 {
-		if err := c.insertPoints(ctx, []*pipeline.Batch{b}, version, sc); err != nil {
+		if err := c.insertPoints(ctx, []*pipeline.Batch{b}, version, place, sc); err != nil {
 			t.Fatal(err)
 		}
 	}

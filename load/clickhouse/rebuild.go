@@ -160,8 +160,17 @@ func (c *Client) emptyHours(ctx context.Context, in string, lo, hi int64) error 
 	if err != nil {
 		return fmt.Errorf("list the hourly rows: %w", err)
 	}
-	return c.InsertRows(ctx, TableHourly, hourlyColumns, len(empty), func(i int) []any {
+	place, err := c.placementFor(ctx)
+	if err != nil {
+		return err
+	}
+	return c.InsertRows(ctx, TableHourly, hourlyColumns+c.keyColumn(), len(empty), func(i int) []any {
 		s := empty[i]
-		return []any{s.id, s.device, s.hour, uint64(0), 0.0, 0.0, 0.0, 0.0, 0.0, int64(0), int64(0), version}
+		row := []any{s.id, s.device, s.hour, uint64(0), 0.0, 0.0, 0.0, 0.0, 0.0, int64(0), int64(0), version}
+		if place != nil {
+			// On a cluster, beside the variable's other rows.
+			row = append(row, place.key(s.id))
+		}
+		return row
 	})
 }

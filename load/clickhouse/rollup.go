@@ -223,8 +223,8 @@ const hourlyAggregates = "variable_id, argMax(device_id, ts_ms), toStartOfHour(t
 // incremental cycle). That is exact because the condition is on key
 // columns only, which every version of a point shares (pointsWhere).
 func (c *Client) hourlySQL(in string, from, to int64, version uint64) string {
-	return "INSERT INTO " + c.Table(TableHourly) + " (" + hourlyColumns + ") SELECT " + hourlyAggregates + ", " +
-		strconv.FormatUint(version, 10) + " FROM " + c.Table(TableDatapoints) + " FINAL PREWHERE " + pointsWhere(in, from, to) +
+	return "INSERT INTO " + c.Table(TableHourly) + " (" + hourlyColumns + c.keyColumn() + ") SELECT " + hourlyAggregates + ", " +
+		strconv.FormatUint(version, 10) + c.keyAggregate() + " FROM " + c.Table(TableDatapoints) + " FINAL PREWHERE " + pointsWhere(in, from, to) +
 		" GROUP BY variable_id, hour"
 }
 
@@ -261,8 +261,8 @@ const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, if(p.8, NU
 // the newest point of a variable is among them whenever it has a point
 // there, and Recompute only asks for variables that do.
 func (c *Client) latestSQL(in string, from int64, version uint64) string {
-	return "INSERT INTO " + c.Table(TableLatest) + " (" + latestColumns + ") SELECT " + latestFields + ", " +
-		strconv.FormatUint(version, 10) + " FROM (SELECT " + latestAggregate + " FROM " + c.Table(TableDatapoints) +
+	return "INSERT INTO " + c.Table(TableLatest) + " (" + latestColumns + c.keyColumn() + ") SELECT " + latestFields + ", " +
+		strconv.FormatUint(version, 10) + c.placedKey() + " FROM (SELECT " + latestAggregate + c.keyAggregate() + " FROM " + c.Table(TableDatapoints) +
 		" WHERE " + pointsWhere(in, from, 0) + " GROUP BY variable_id)"
 }
 

@@ -32,7 +32,11 @@ const (
 // SchemaVersion is the schema this code writes. Migrate records it in
 // schema_migrations; bump it (and add the columns to the definitions below)
 // whenever the schema changes.
-const SchemaVersion = 4
+//
+// 5: on a cluster, the sharded tables' shard_key column and sharding key,
+// variable_shards and shard_layout (placement.go), and replica names of the
+// whole-cluster tables made of both macros (cluster.go).
+const SchemaVersion = 5
 
 // column is one column of a table: its type, and the DEFAULT expression
 // used when it is added to an existing table or left out of an INSERT.
@@ -54,6 +58,9 @@ type tableDef struct {
 	// everywhere keeps a table whose rows are per variable whole on every
 	// node of a cluster instead of sharding it (see sharded).
 	everywhere bool
+	// clusterOnly tables exist on a cluster alone (the placement's, see
+	// placement.go): one server has no shards to place rows on.
+	clusterOnly bool
 }
 
 // pointColumns are the columns a table of points has, datapoints and the
@@ -283,6 +290,32 @@ var schema = []tableDef{
 		},
 		engine: "ReplacingMergeTree(version) PARTITION BY toYYYYMM(hour) ORDER BY (variable_id, hour)",
 	},
+	{
+		// The sharding key of every variable that had rows when the
+		// cluster last grew (placement.go). A small granule: a writer
+		// reads the table whole, but an operator looks variables up.
+		name: TableVariableShards,
+		columns: []column{
+			{name: "variable_id", typ: "String"},
+			{name: "shard_key", typ: "UInt64"},
+			{name: "recorded_at", typ: "DateTime('UTC')"},
+		},
+		engine:      "ReplacingMergeTree ORDER BY variable_id SETTINGS index_granularity = 1024",
+		everywhere:  true,
+		clusterOnly: true,
+	},
+	{
+		// The shard weights new variables are placed by, one row each
+		// time migrate recorded them; the greatest version holds.
+		name: TableShardLayout,
+		columns: []column{
+			{name: "weights", typ: "Array(UInt64)"},
+			{name: "recorded_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine:      "ReplacingMergeTree ORDER BY version",
+		clusterOnly: true,
+	},
 }
 
 func (col column) ddl() string {
@@ -300,6 +333,15 @@ func (col column) ddl() string {
 // a Replicated local table under a Distributed one (see cluster.go); a
 // database laid out the other way is refused with a *LayoutError.
 func (c *Client) Migrate(ctx context.Context) error {
+	var prep *clusterPrep
+	if c.clustered() {
+		// Before anything is created: a configuration that cannot work
+		// is refused with one line (see prepareCluster).
+		var err error
+		if prep, err = c.prepareCluster(ctx); err != nil {
+			return err
+		}
+	}
 	if err := c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+c.cfg.Database+"`"+c.onCluster()); err != nil {
 		return fmt.Errorf("migrate: create database %s: %w", c.cfg.Database, err)
 	}
@@ -311,12 +353,20 @@ func (c *Client) Migrate(ctx context.Context) error {
 		return err
 	}
 	for _, t := range schema {
-		migrate := c.migrateTable
-		if c.clustered() {
-			migrate = c.migrateClusterTable
+		var err error
+		switch {
+		case c.clustered():
+			err = c.migrateClusterTable(ctx, t, prep)
+		case !t.clusterOnly:
+			err = c.migrateTable(ctx, t)
 		}
-		if err := migrate(ctx, t); err != nil {
+		if err != nil {
 			return fmt.Errorf("migrate %s: %w", c.Table(t.name), err)
+		}
+	}
+	if c.clustered() {
+		if err := c.migrateLayout(ctx, prep); err != nil {
+			return fmt.Errorf("migrate: %w", err)
 		}
 	}
 	if err := c.recordSchemaVersion(ctx); err != nil {

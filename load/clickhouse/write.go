@@ -24,6 +24,8 @@ type scratch struct {
 	tsSec    []int64
 	lat, lng []*float64
 	version  []uint64
+	// keys are the rows' shard_key on a cluster (placement.go).
+	keys []uint64
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -46,6 +48,10 @@ func (c *Client) Write(ctx context.Context, chunks []*pipeline.Batch) error {
 		return nil
 	}
 	version := c.NextVersion()
+	place, err := c.placementFor(ctx)
+	if err != nil {
+		return fmt.Errorf("insert into %s: %w", c.Table(TableDatapoints), err)
+	}
 	sc := scratchPool.Get().(*scratch)
 	defer func() {
 		// Drop the pointers into the caller's chunks before pooling.
@@ -53,8 +59,8 @@ func (c *Client) Write(ctx context.Context, chunks []*pipeline.Batch) error {
 		clear(sc.lng)
 		scratchPool.Put(sc)
 	}()
-	err := c.Retry(ctx, TableDatapoints, func(ctx context.Context) error {
-		return c.insertPoints(ctx, chunks, version, sc)
+	err = c.Retry(ctx, TableDatapoints, func(ctx context.Context) error {
+		return c.insertPoints(ctx, chunks, version, place, sc)
 	})
 	if err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", rows, c.Table(TableDatapoints), err)
@@ -63,7 +69,7 @@ func (c *Client) Write(ctx context.Context, chunks []*pipeline.Batch) error {
 	return nil
 }
 
-func (c *Client) insertPoints(ctx context.Context, chunks []*pipeline.Batch, version uint64, sc *scratch) error {
+func (c *Client) insertPoints(ctx context.Context, chunks []*pipeline.Batch, version uint64, place *placement, sc *scratch) error {
 	b, err := c.conn.PrepareBatch(ctx, c.insertPointsSQL)
 	if err != nil {
 		return err
@@ -72,7 +78,7 @@ func (c *Client) insertPoints(ctx context.Context, chunks []*pipeline.Batch, ver
 	// it is a no-op.
 	defer b.Abort()
 	for _, ch := range chunks {
-		if err := appendChunk(b, ch, version, sc); err != nil {
+		if err := appendChunk(b, ch, version, place, sc); err != nil {
 			return err
 		}
 	}
@@ -83,15 +89,20 @@ func (c *Client) insertPoints(ctx context.Context, chunks []*pipeline.Batch, ver
 // their own. Flushing per chunk keeps clickhouse-go's column buffers at one
 // chunk (they are reset, capacity kept) instead of regrowing them to the
 // whole INSERT; the server still squashes the blocks of one INSERT into
-// parts of min_insert_block_size_rows.
-func appendChunk(b driver.Batch, ch *pipeline.Batch, version uint64, sc *scratch) error {
+// parts of min_insert_block_size_rows. On a cluster (place not nil) each
+// row also gets its shard_key.
+func appendChunk(b driver.Batch, ch *pipeline.Batch, version uint64, place *placement, sc *scratch) error {
 	if ch.Len() == 0 {
 		return nil
 	}
 	sc.fill(ch, version)
-	cols := [...]any{
+	cols := []any{
 		ch.VariableID, ch.DeviceID, ch.DeviceLabel, ch.VariableLabel,
 		ch.TsMs, sc.tsSec, ch.Value, ch.Context, sc.lat, sc.lng, sc.version,
+	}
+	if place != nil {
+		sc.keys = place.fill(ch, sc.keys)
+		cols = append(cols, sc.keys)
 	}
 	for i, col := range cols {
 		if err := b.Column(i).Append(col); err != nil {
@@ -111,10 +122,14 @@ func appendChunk(b driver.Batch, ch *pipeline.Batch, version uint64, sc *scratch
 // the rows again when the error is retryable.
 func (c *Client) Begin(ctx context.Context) (pipeline.Insert, error) {
 	version := c.NextVersion()
+	place, err := c.placementFor(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("begin insert into %s: %w", c.Table(TableDatapoints), err)
+	}
 	// The INSERT outlives Begin: its deadline bounds the whole statement.
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.InsertTimeout)
 	var b driver.Batch
-	err := c.Retry(ctx, TableDatapoints, func(context.Context) error {
+	err = c.Retry(ctx, TableDatapoints, func(context.Context) error {
 		// The batch keeps the context it is prepared with for its whole
 		// life, so it gets ictx rather than the attempt's; connecting is
 		// bounded by clickhouse.dial_timeout.
@@ -126,7 +141,7 @@ func (c *Client) Begin(ctx context.Context) (pipeline.Insert, error) {
 		cancel()
 		return nil, fmt.Errorf("begin insert into %s: %w", c.Table(TableDatapoints), err)
 	}
-	return &insert{c: c, b: b, cancel: cancel, version: version, sc: scratchPool.Get().(*scratch)}, nil
+	return &insert{c: c, b: b, cancel: cancel, version: version, place: place, sc: scratchPool.Get().(*scratch)}, nil
 }
 
 // insert is an open streamed INSERT into datapoints.
@@ -135,6 +150,7 @@ type insert struct {
 	b       driver.Batch
 	cancel  context.CancelFunc
 	version uint64
+	place   *placement
 	sc      *scratch
 	rows    int
 	// busy is the time spent sending rows, not waiting for them, so the
@@ -148,7 +164,7 @@ func (in *insert) Append(ch *pipeline.Batch) error {
 		return fmt.Errorf("insert into %s: %w", in.c.Table(TableDatapoints), err)
 	}
 	t0 := time.Now()
-	err := appendChunk(in.b, ch, in.version, in.sc)
+	err := appendChunk(in.b, ch, in.version, in.place, in.sc)
 	in.busy += time.Since(t0)
 	if err != nil {
 		return in.c.writeError(fmt.Sprintf("send %d rows to %s", ch.Len(), in.c.Table(TableDatapoints)), err)
