@@ -50,6 +50,9 @@ type PlanOptions struct {
 	// ShardIndex and ShardCount split the variables across workers by a
 	// stable hash of the variable id. ShardCount 0 or 1 means no sharding.
 	ShardIndex, ShardCount int
+	// reported says whether the fleet reports lastActivity at all (see
+	// lastActivityReported); Plan sets it from the variables it is given.
+	reported bool
 }
 
 // InShard reports whether the variable belongs to the shard. The hash is
@@ -67,24 +70,48 @@ func InShard(variableID string, index, count int) bool {
 // Plan turns the in-scope variables and their marks into targets. It returns
 // the targets to read and the number of variables skipped as idle.
 func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Target, skipped int) {
-	lookback := o.Lookback.Milliseconds()
-	// A variable that never received data has no lastActivity (null). It can
-	// be skipped like any idle one, but only when the service reports
-	// lastActivity at all: if it reported none, skipping on "nothing changed"
-	// would skip everything forever.
-	reported := false
+	o.reported = lastActivityReported(vars)
+	return planWith(vars, marks, o)
+}
+
+// lastActivityReported says whether the service reports lastActivity at
+// all. A variable that never received data has no lastActivity (null). It
+// can be skipped like any idle one, but only when the service reports
+// lastActivity at all: if it reported none, skipping on "nothing changed"
+// would skip everything forever.
+func lastActivityReported(vars []Variable) bool {
 	for _, v := range vars {
 		if v.LastActivityMs != 0 {
-			reported = true
-			break
+			return true
 		}
 	}
+	return false
+}
+
+// planWith is Plan over a part of the fleet, o.reported saying whether the
+// whole fleet reports lastActivity.
+func planWith(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Target, skipped int) {
+	skipped = planEach(vars, marks, o, func(t Target) { targets = append(targets, t) })
+	return targets, skipped
+}
+
+// countPlanned is how many targets Plan would return, and how many
+// variables it would skip, without holding the targets.
+func countPlanned(vars []Variable, marks map[string]Mark, o PlanOptions) (toRead, skipped int) {
+	skipped = planEach(vars, marks, o, func(Target) { toRead++ })
+	return toRead, skipped
+}
+
+// planEach hands each target of vars to fn and returns the number of
+// variables skipped as idle.
+func planEach(vars []Variable, marks map[string]Mark, o PlanOptions, fn func(Target)) (skipped int) {
+	lookback := o.Lookback.Milliseconds()
 	for _, v := range vars {
 		if !InShard(v.ID, o.ShardIndex, o.ShardCount) {
 			continue
 		}
 		m, ok := marks[v.ID]
-		if o.SkipIdle && reported && ok && idle(v, m, o) {
+		if o.SkipIdle && o.reported && ok && idle(v, m, o) {
 			skipped++
 			continue
 		}
@@ -98,9 +125,9 @@ func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Targ
 			// the lookback before now instead of nothing at all.
 			start = max(o.End-lookback, o.Floor)
 		}
-		targets = append(targets, Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from, ReadFuture: true})
+		fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from, ReadFuture: true})
 	}
-	return targets, skipped
+	return skipped
 }
 
 // idle reports whether a variable with mark m may be skipped. lastActivity

@@ -62,6 +62,8 @@ func simScenario(seed uint64, vars, steps int) simConfig {
 	if r.IntN(4) == 0 {
 		c.serviceShortMs = r.Int64N(2 * 3_600_000)
 	}
+	// Drawn last, so that every earlier draw of a seed stays as it was.
+	c.moveChunk = []int{0, 1, 2, 3}[r.IntN(4)]
 	if vars > 0 {
 		c.vars = min(c.vars, vars)
 	}
@@ -219,7 +221,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond,
 			Rollup: simRollup{p}},
 		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
-		ShardIndex: index, ShardCount: count,
+		ShardIndex: index, ShardCount: count, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },
 	}
 	err := fn(NewSyncer(src, simWriter{p}, Stages{}, simStore{p}, opts, nil, nil), ctx)

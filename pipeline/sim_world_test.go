@@ -98,6 +98,10 @@ type simConfig struct {
 	// serviceShortMs is how much shorter the service's retention is than
 	// the configured one (0: the same).
 	serviceShortMs int64
+	// moveChunk is SyncOptions.MoveChunk: a cycle moves its variables
+	// this many at a time (0: all at once, the default chunk being larger
+	// than any seed's fleet).
+	moveChunk int
 }
 
 func (c simCut) String() string {
@@ -121,8 +125,8 @@ func (m countMode) String() string {
 func (c simConfig) serial() bool { return c.inFlight == 1 && c.workers == 1 }
 
 func (c simConfig) String() string {
-	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%s order=%s last_activity=%s counts=%s skip_idle=%v faults=%.2f crashes=%v service_short=%dms",
-		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.skipIdle, c.faults, c.crashes, c.serviceShortMs)
+	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%s order=%s last_activity=%s counts=%s skip_idle=%v faults=%.2f crashes=%v service_short=%dms move_chunk=%d",
+		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.skipIdle, c.faults, c.crashes, c.serviceShortMs, c.moveChunk)
 }
 
 // The simulated sync's fixed settings.

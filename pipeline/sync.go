@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -50,6 +51,9 @@ type SyncOptions struct {
 	IdleRecheck time.Duration
 	// ShardIndex and ShardCount split the variables across workers.
 	ShardIndex, ShardCount int
+	// MoveChunk is how many variables a cycle plans and moves at a time
+	// (see moveChunks); 0 means DefaultMoveChunk.
+	MoveChunk int
 	Scope                  Scope
 	LagThreshold           time.Duration
 	// Now is the clock; nil means time.Now.
@@ -158,35 +162,41 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 			}
 		}
 	}
-	var targets []Target
+	devices = nil
+	// The marks are read once a cycle: the plan reads them, the move's
+	// commits are merged into them as the store merges them, and the lag
+	// is computed from the result.
+	var marks *cycleMarks
+	var toRead int
 	floor := s.Floor(now)
+	po := PlanOptions{
+		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
+		ShardIndex: s.opts.ShardIndex, ShardCount: s.opts.ShardCount,
+	}
 	if err := s.stage(ctx, StagePlan, func(ctx context.Context) error {
-		marks, err := s.st.Load(ctx)
+		m, err := s.st.Load(ctx)
 		if err != nil {
 			return fmt.Errorf("load marks: %w", err)
 		}
-		var skipped int
-		targets, skipped = Plan(vars, marks, PlanOptions{
-			Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
-			ShardIndex: s.opts.ShardIndex, ShardCount: s.opts.ShardCount,
-		})
-		sum.Skipped = skipped
+		marks = &cycleMarks{StateStore: s.st, marks: m}
+		po.reported = lastActivityReported(vars)
+		toRead, sum.Skipped = countPlanned(vars, m, po)
 		return nil
 	}); err != nil {
 		return err
 	}
-	s.log.Info("cycle planned", zap.Int("devices", len(devices)), zap.Int("variables", len(vars)),
-		zap.Int("to_read", len(targets)), zap.Int("idle", sum.Skipped), zap.String("floor", msTime(floor)))
+	s.log.Info("cycle planned", zap.Int("devices", sum.Devices), zap.Int("variables", len(vars)),
+		zap.Int("to_read", toRead), zap.Int("idle", sum.Skipped), zap.String("floor", msTime(floor)))
 	var res RunResult
 	_ = s.stage(ctx, StageMove, func(ctx context.Context) error {
-		res = s.move(ctx, targets, floor, IncrementalMark)
+		res = s.moveChunks(ctx, vars, marks, po)
 		return res.err()
 	})
 	s.absorb(sum, res)
 	if res.CommitErr != nil {
 		return res.CommitErr
 	}
-	if err := s.stage(ctx, StageLag, func(ctx context.Context) error { return s.lag(ctx, vars, now, sum) }); err != nil {
+	if err := s.stage(ctx, StageLag, func(ctx context.Context) error { return s.lag(vars, marks.marks, now, sum) }); err != nil {
 		s.log.Warn("computing sync lag failed", zap.Error(err))
 	}
 	if len(partial) > 0 {
@@ -276,10 +286,107 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 // retention floor and the configured engine options, committing marks as
 // markFn decides.
 func (s *Syncer) move(ctx context.Context, targets []Target, floor int64, markFn MarkFunc) RunResult {
+	return s.moveTo(ctx, s.st, targets, floor, markFn)
+}
+
+func (s *Syncer) moveTo(ctx context.Context, st StateStore, targets []Target, floor int64, markFn MarkFunc) RunResult {
 	eo := s.opts.Engine
 	eo.Floor = floor
 	eo.FloorMargin = s.opts.Margin
-	return NewEngine(s.src, s.w, s.st, eo, markFn, s.log, s.m).Run(ctx, targets)
+	return NewEngine(s.src, s.w, st, eo, markFn, s.log, s.m).Run(ctx, targets)
+}
+
+// DefaultMoveChunk is how many variables a cycle plans and moves at a
+// time when SyncOptions.MoveChunk is 0.
+const DefaultMoveChunk = 20000
+
+// moveChunks plans and moves a cycle's variables MoveChunk at a time, so
+// that the targets and the engine's state per target (the largest part of
+// a first sync's memory) are held for one chunk, not for the whole fleet.
+// A chunk's requests never mix with the next one's, which costs at most one
+// request a chunk that is not full. A retention floor the service moved
+// forward holds for the chunks after, and the move stops at the first
+// failed commit of marks, as one engine run would.
+func (s *Syncer) moveChunks(ctx context.Context, vars []Variable, marks *cycleMarks, po PlanOptions) RunResult {
+	chunk := s.opts.MoveChunk
+	if chunk <= 0 {
+		chunk = DefaultMoveChunk
+	}
+	var total RunResult
+	for start := 0; start < len(vars); start += chunk {
+		part := vars[start:min(start+chunk, len(vars))]
+		targets, _ := planWith(part, marks.snapshot(part), po)
+		if len(targets) == 0 {
+			continue
+		}
+		res := s.moveTo(ctx, marks, targets, po.Floor, IncrementalMark)
+		total.add(res)
+		if res.FloorMovedTo != 0 {
+			po.Floor = max(po.Floor, res.FloorMovedTo)
+		}
+		if res.CommitErr != nil {
+			break
+		}
+	}
+	return total
+}
+
+// add sums another engine run into r.
+func (r *RunResult) add(o RunResult) {
+	r.Targets += o.Targets
+	r.Completed += o.Completed
+	r.Points += o.Points
+	r.Requests += o.Requests
+	r.Splits += o.Splits
+	r.CountRequests += o.CountRequests
+	r.RowsServed += o.RowsServed
+	r.MinRequests += o.MinRequests
+	r.Reloaded += o.Reloaded
+	r.Failed = append(r.Failed, o.Failed...)
+	r.Rollup += o.Rollup
+	if o.FloorMovedTo != 0 {
+		r.FloorMovedTo = max(r.FloorMovedTo, o.FloorMovedTo)
+	}
+	if r.CommitErr == nil {
+		r.CommitErr = o.CommitErr
+	}
+}
+
+// cycleMarks are a cycle's marks, read once when it is planned: the
+// StateStore its engine runs commit through, which merges each committed
+// mark into them as every store does (MergeMark), so that the lag is
+// computed without reading every mark again.
+type cycleMarks struct {
+	StateStore
+	mu    sync.Mutex
+	marks map[string]Mark
+}
+
+// Commit commits through the store, then merges what it committed.
+func (c *cycleMarks) Commit(ctx context.Context, ms []Mark) error {
+	if err := c.StateStore.Commit(ctx, ms); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range ms {
+		stored, ok := c.marks[m.VariableID]
+		c.marks[m.VariableID] = MergeMark(stored, ok, m)
+	}
+	return nil
+}
+
+// snapshot is the marks of vars as they are now.
+func (c *cycleMarks) snapshot(vars []Variable) map[string]Mark {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]Mark, len(vars))
+	for _, v := range vars {
+		if m, ok := c.marks[v.ID]; ok {
+			out[v.ID] = m
+		}
+	}
+	return out
 }
 
 // writeMetadata stores the walk's metadata. A SnapshotWriter gets the walk
@@ -321,45 +428,49 @@ func Lag(vars []Variable, marks map[string]Mark, floor, now int64) []VariableLag
 	out := make([]VariableLag, 0, len(vars))
 	for _, v := range vars {
 		m, ok := marks[v.ID]
-		vl := VariableLag{Variable: v, Mark: m, HasMark: ok}
-		var lag int64
-		missing := false
-		// An unread variable whose activity predates the retention floor
-		// has nothing the service would still serve.
-		if v.LastActivityMs != 0 && ((!ok && v.LastActivityMs > floor) || (ok && v.LastActivityMs > m.LastActivityMs)) {
-			missing = true
-			lag = v.LastActivityMs - max(m.HwmMs, floor)
-			if ok && m.CheckedMs > 0 {
-				lag = max(lag, now-m.CheckedMs)
-			}
-		}
-		if ok && m.FutureMs != 0 && m.FutureMs <= now {
-			missing = true
-			lag = max(lag, now-m.FutureMs)
-		}
-		if missing {
-			vl.Lag = time.Duration(max(lag, 1)) * time.Millisecond
-		}
-		out = append(out, vl)
+		out = append(out, VariableLag{Variable: v, Mark: m, HasMark: ok, Lag: lagOf(v, m, ok, floor, now)})
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Lag > out[j].Lag })
 	return out
 }
 
-func (s *Syncer) lag(ctx context.Context, vars []Variable, now time.Time, sum *Summary) error {
-	marks, err := s.st.Load(ctx)
-	if err != nil {
-		return err
-	}
-	lags := Lag(vars, marks, s.Floor(now), s.opts.Now().UnixMilli())
-	for _, l := range lags {
-		if l.Lag > sum.LagMax {
-			sum.LagMax = l.Lag
+// lagOf is one variable's lag (see Lag); ok says it has mark m.
+func lagOf(v Variable, m Mark, ok bool, floor, now int64) time.Duration {
+	var lag int64
+	missing := false
+	// An unread variable whose activity predates the retention floor
+	// has nothing the service would still serve.
+	if v.LastActivityMs != 0 && ((!ok && v.LastActivityMs > floor) || (ok && v.LastActivityMs > m.LastActivityMs)) {
+		missing = true
+		lag = v.LastActivityMs - max(m.HwmMs, floor)
+		if ok && m.CheckedMs > 0 {
+			lag = max(lag, now-m.CheckedMs)
 		}
-		if s.opts.LagThreshold > 0 && l.Lag > s.opts.LagThreshold {
+	}
+	if ok && m.FutureMs != 0 && m.FutureMs <= now {
+		missing = true
+		lag = max(lag, now-m.FutureMs)
+	}
+	if !missing {
+		return 0
+	}
+	return time.Duration(max(lag, 1)) * time.Millisecond
+}
+
+// lag is the lag stage: each variable's lag (see Lag) from the cycle's
+// marks, observed one by one rather than listed.
+func (s *Syncer) lag(vars []Variable, marks map[string]Mark, now time.Time, sum *Summary) error {
+	floor, end := s.Floor(now), s.opts.Now().UnixMilli()
+	for _, v := range vars {
+		m, ok := marks[v.ID]
+		l := lagOf(v, m, ok, floor, end)
+		if l > sum.LagMax {
+			sum.LagMax = l
+		}
+		if s.opts.LagThreshold > 0 && l > s.opts.LagThreshold {
 			sum.Lagging++
 		}
-		s.m.lag.Observe(l.Lag.Seconds())
+		s.m.lag.Observe(l.Seconds())
 	}
 	s.m.lagMax.Set(sum.LagMax.Seconds())
 	s.m.lagging.Set(float64(sum.Lagging))
