@@ -53,9 +53,9 @@ type SyncOptions struct {
 	ShardIndex, ShardCount int
 	// MoveChunk is how many variables a cycle plans and moves at a time
 	// (see moveChunks); 0 means DefaultMoveChunk.
-	MoveChunk int
-	Scope                  Scope
-	LagThreshold           time.Duration
+	MoveChunk    int
+	Scope        Scope
+	LagThreshold time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
