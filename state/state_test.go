@@ -26,7 +26,7 @@ func TestMain(m *testing.M) {
 // store is what both backends offer.
 type store interface {
 	pipeline.StateStore
-	Acquire(ctx context.Context, holder string, ttl time.Duration) (Lease, error)
+	Acquire(ctx context.Context, holder string, ttl time.Duration) (pipeline.Lease, error)
 }
 
 func newClickHouseStore(t *testing.T) (*ClickHouse, *chload.Client) {
@@ -153,8 +153,8 @@ func TestLeaseIsExclusiveUntilReleased(t *testing.T) {
 			t.Fatalf("first Acquire: %v", err)
 		}
 		_, err = s.Acquire(ctx, "host-b:2", time.Minute)
-		var held *LeaseHeldError
-		if !errors.As(err, &held) || !errors.Is(err, ErrLeaseHeld) {
+		var held *pipeline.LeaseHeldError
+		if !errors.As(err, &held) || !errors.Is(err, pipeline.ErrLeaseHeld) {
 			t.Fatalf("second Acquire while held = %v, want a *LeaseHeldError", err)
 		}
 		if held.Holder != "host-a:1" || held.Expires.Before(time.Now()) {
@@ -176,13 +176,13 @@ func TestLeaseIsExclusiveUntilReleased(t *testing.T) {
 		if b.Holder() != "host-b:2" {
 			t.Errorf("Holder() = %q", b.Holder())
 		}
-		if err := a.Renew(ctx); !errors.Is(err, ErrLeaseLost) {
+		if err := a.Renew(ctx); !errors.Is(err, pipeline.ErrLeaseLost) {
 			t.Errorf("Renew of a released lease = %v, want ErrLeaseLost", err)
 		}
 		if err := a.Release(ctx); err != nil {
 			t.Errorf("second Release: %v", err)
 		}
-		if _, err := s.Acquire(ctx, "host-c:3", time.Minute); !errors.Is(err, ErrLeaseHeld) {
+		if _, err := s.Acquire(ctx, "host-c:3", time.Minute); !errors.Is(err, pipeline.ErrLeaseHeld) {
 			t.Errorf("Acquire while b holds = %v, want ErrLeaseHeld (a's late Release must not free b's lease)", err)
 		}
 		if err := b.Release(ctx); err != nil {
@@ -197,7 +197,7 @@ func TestConcurrentAcquireHasOneWinner(t *testing.T) {
 		const n = 4
 		var wg sync.WaitGroup
 		results := make([]error, n)
-		leases := make([]Lease, n)
+		leases := make([]pipeline.Lease, n)
 		for i := range n {
 			wg.Add(1)
 			go func() {
@@ -211,7 +211,7 @@ func TestConcurrentAcquireHasOneWinner(t *testing.T) {
 			switch {
 			case err == nil:
 				winners++
-			case !errors.Is(err, ErrLeaseHeld):
+			case !errors.Is(err, pipeline.ErrLeaseHeld):
 				t.Errorf("contender %d: %v", i, err)
 			}
 		}
@@ -240,13 +240,13 @@ func TestClickHouseLeaseLapsesAfterTTL(t *testing.T) {
 	for {
 		b, err := s.Acquire(ctx, "next", time.Minute)
 		if err == nil {
-			if err := a.Renew(ctx); !errors.Is(err, ErrLeaseLost) {
+			if err := a.Renew(ctx); !errors.Is(err, pipeline.ErrLeaseLost) {
 				t.Errorf("Renew by the lapsed holder = %v, want ErrLeaseLost", err)
 			}
 			_ = b.Release(ctx)
 			return
 		}
-		if !errors.Is(err, ErrLeaseHeld) {
+		if !errors.Is(err, pipeline.ErrLeaseHeld) {
 			t.Fatal(err)
 		}
 		if time.Now().After(deadline) {

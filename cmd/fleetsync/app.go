@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -56,7 +54,7 @@ type app struct {
 // keep the learned request rate.
 type stateStore interface {
 	pipeline.StateStore
-	Acquire(ctx context.Context, holder string, ttl time.Duration) (state.Lease, error)
+	pipeline.Leaser
 	rateStore
 }
 
@@ -186,7 +184,6 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		a.store = st
 	default:
 		st := state.NewClickHouse(a.ch)
-		st.SetStaleHolder(deadLocalHolder)
 		st.SetLease(state.LeaseName(cfg.Sync.ShardIndex, cfg.Sync.ShardCount))
 		a.store = st
 	}
@@ -296,24 +293,6 @@ func (a *app) Close() {
 		_ = a.ch.Close()
 	}
 	_ = a.log.Sync()
-}
-
-// leaseHolder names this process in the sync lease: host and PID, so that
-// a lease left by a killed process on the same host can be recognised.
-func leaseHolder() string { return fmt.Sprintf("%s/%d", hostname(), os.Getpid()) }
-
-// deadLocalHolder reports whether a lease holder is a process of this host
-// that no longer exists.
-func deadLocalHolder(holder string) bool {
-	host, pidText, ok := strings.Cut(holder, "/")
-	if !ok || host != hostname() {
-		return false
-	}
-	pid, err := strconv.Atoi(pidText)
-	if err != nil || pid <= 0 || pid == os.Getpid() {
-		return false
-	}
-	return errors.Is(syscall.Kill(pid, 0), syscall.ESRCH)
 }
 
 func hostname() string {

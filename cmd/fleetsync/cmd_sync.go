@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fleetsync/fleetsync/pipeline"
 	"github.com/fleetsync/fleetsync/pipeline/daemon"
 )
 
@@ -44,5 +45,5 @@ func (a *app) syncOnce(ctx context.Context) error {
 
 // runner runs this process's cycles under the sync lease.
 func (a *app) runner() *daemon.Runner {
-	return daemon.New(a.store, leaseHolder(), time.Duration(a.cfg.Sync.LeaseTTL), a.log)
+	return daemon.New(a.store, pipeline.LeaseHolder(), time.Duration(a.cfg.Sync.LeaseTTL), a.log)
 }

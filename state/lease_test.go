@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 func TestShardLeasesExcludeTheSameIndexOnly(t *testing.T) {
@@ -27,7 +29,7 @@ func TestShardLeasesExcludeTheSameIndexOnly(t *testing.T) {
 		t.Fatalf("shard 1 waited for shard 0: %v", err)
 	}
 	defer l1.Release(ctx)
-	if _, err := twin.Acquire(ctx, "shard-0-twin", time.Minute); !errors.Is(err, ErrLeaseHeld) {
+	if _, err := twin.Acquire(ctx, "shard-0-twin", time.Minute); !errors.Is(err, pipeline.ErrLeaseHeld) {
 		t.Fatalf("a second instance of shard 0 got %v, want ErrLeaseHeld", err)
 	}
 	if err := l0.Renew(ctx); err != nil {
@@ -56,7 +58,7 @@ func TestFileShardLeasesExcludeTheSameIndexOnly(t *testing.T) {
 		t.Fatalf("shard 1 waited for shard 0: %v", err)
 	}
 	defer l1.Release(ctx)
-	if _, err := stores["0-twin"].Acquire(ctx, "shard-0-twin", time.Minute); !errors.Is(err, ErrLeaseHeld) {
+	if _, err := stores["0-twin"].Acquire(ctx, "shard-0-twin", time.Minute); !errors.Is(err, pipeline.ErrLeaseHeld) {
 		t.Fatalf("a second instance of shard 0 got %v, want ErrLeaseHeld", err)
 	}
 }
