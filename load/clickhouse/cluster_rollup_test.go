@@ -4,11 +4,13 @@ package clickhouse
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
@@ -359,5 +361,81 @@ func checkRollupsOf(t *testing.T, c *Client, id string) {
 		if strings.Join(got, "\n") != strings.Join(want, "\n") {
 			t.Errorf("%s of %s under FINAL:\n%s\nwant (from datapoints FINAL):\n%s", q.name, id, strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
+	}
+}
+
+// TestClusterAReadWhoseReplicaDiesMidQueryIsRetried shows what a read
+// through a Distributed table gives when the replica serving it dies
+// mid-query: code 32 (ATTEMPT_TO_READ_AFTER_EOF, "while receiving packet
+// from" the replica), which Retry now retries, and the next attempt reads
+// the replica that is up. The kill lands once the replica runs the query
+// (system.processes), and the query sleeps on every row (10 s in all), so
+// it is still running then.
+func TestClusterAReadWhoseReplicaDiesMidQueryIsRetried(t *testing.T) {
+	cl := chtest.Cluster(t)
+	db := chtest.ClusterDatabase(t, cl)
+	ctx := context.Background()
+	c := newClusterClient(t, cl, db, []string{cl.Nodes[0][0].Addr()})
+	var b pipeline.Batch
+	for v := range 20 {
+		for i := range 5000 {
+			b.Append(pipeline.Row{VariableID: fmt.Sprintf("v%d", v), DeviceID: "d", TsMs: 1_700_000_000_000 + int64(i)*1000, Value: float64(i), Context: "{}"})
+		}
+	}
+	if err := c.Write(ctx, []*pipeline.Batch{&b}); err != nil {
+		t.Fatal(err)
+	}
+	want := localCounts(t, cl, db) // both replicas of each shard hold every row
+	var total uint64
+	for _, shard := range want {
+		for _, k := range shard {
+			total += k
+		}
+	}
+	nodes := make([]*Client, len(cl.Nodes[1]))
+	for r, n := range cl.Nodes[1] {
+		nodes[r] = onNode(t, n, db)
+	}
+	var errs []error
+	killed := make(chan int, 1)
+	attempt := 0
+	err := c.Retry(ctx, TableDatapoints, func(ctx context.Context) error {
+		attempt++
+		id := fmt.Sprintf("%s-read-%d", db, attempt)
+		if attempt == 1 {
+			go func() {
+				for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+					for r, n := range nodes {
+						var k uint64
+						if n.Conn().QueryRow(context.Background(), "SELECT count() FROM system.processes WHERE initial_query_id = ? AND NOT is_initial_query", id).Scan(&k) == nil && k > 0 {
+							t.Cleanup(func() { _ = cl.Resume(context.Background(), cl.Nodes[1][r]) })
+							if err := cl.Nodes[1][r].Kill(); err != nil {
+								t.Error(err)
+							}
+							killed <- r
+							return
+						}
+					}
+				}
+				killed <- -1
+			}()
+		}
+		var k uint64
+		err := c.Conn().QueryRow(clickhouse.Context(ctx, clickhouse.WithQueryID(id)),
+			"SELECT count() FROM "+c.Table(TableDatapoints)+" WHERE sleepEachRow(0.0002) = 0 SETTINGS max_block_size = 1000").Scan(&k)
+		if err == nil && k != total {
+			err = fmt.Errorf("counted %d rows, want %d", k, total)
+		}
+		errs = append(errs, err)
+		return err
+	})
+	r := <-killed
+	if r < 0 {
+		t.Fatal("no replica of shard 2 ran the read within a minute")
+	}
+	t.Logf("replica %d of shard 2 killed mid-read; attempts: %v", r, errs)
+	var exc *clickhouse.Exception
+	if err != nil || len(errs) < 2 || !errors.As(errs[0], &exc) || exc.Code != 32 {
+		t.Fatalf("Retry: %v after %v; want a first attempt failing with code 32 and a retry that reads the %d rows", err, errs, total)
 	}
 }

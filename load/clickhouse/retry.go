@@ -20,6 +20,10 @@ import (
 // later" rather than "this statement is wrong". Codes are stable across
 // releases; names as in ErrorCodes.cpp.
 var retryableCodes = map[int32]bool{
+	// A Distributed read whose remote replica died mid-query ("Attempt to
+	// read after eof: while receiving packet from <replica>"): the next
+	// attempt reads a replica that is up (seen on the test cluster).
+	32:  true, // ATTEMPT_TO_READ_AFTER_EOF
 	159: true, // TIMEOUT_EXCEEDED
 	160: true, // TOO_SLOW
 	202: true, // TOO_MANY_SIMULTANEOUS_QUERIES
@@ -31,6 +35,9 @@ var retryableCodes = map[int32]bool{
 	242: true, // TABLE_IS_READ_ONLY (replica lost its keeper session)
 	252: true, // TOO_MANY_PARTS
 	319: true, // UNKNOWN_STATUS_OF_INSERT
+	// No replica of a shard is fresh enough for a read that may not fall
+	// back to a stale one (readReplicated's reads): it catches up.
+	369: true, // ALL_REPLICAS_ARE_STALE
 	394: true, // QUERY_WAS_CANCELLED (server shutting down)
 	425: true, // SYSTEM_ERROR
 	999: true, // KEEPER_EXCEPTION

@@ -25,6 +25,8 @@ func TestRetryableDecidesByTypeAndCode(t *testing.T) {
 		{"memory limit", &clickhouse.Exception{Code: 241}, true},
 		{"timeout exceeded", &clickhouse.Exception{Code: 159}, true},
 		{"network error", &clickhouse.Exception{Code: 210}, true},
+		{"a replica died mid-read", wrap(&clickhouse.Exception{Code: 32, Message: "Attempt to read after eof: while receiving packet from 127.0.0.1:41151"}), true},
+		{"every replica stale", &clickhouse.Exception{Code: 369, Message: "Could not find enough connections to up-to-date replicas. Got: 0, needed: 1"}, true},
 		{"unknown table", wrap(&clickhouse.Exception{Code: 60}), false},
 		{"no such column", &clickhouse.Exception{Code: 16}, false},
 		{"syntax error", &clickhouse.Exception{Code: 62}, false},
