@@ -1,0 +1,295 @@
+//go:build cluster
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/fleetsync/fleetsync/extract/fleetsim"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
+)
+
+// Issue 25: a cluster as operators run it. These tests start a cluster of
+// their own (the shared one must keep its shape for the other tests).
+
+// startOwnCluster starts a 2x2 cluster for one test and stops it after.
+func startOwnCluster(t *testing.T, opts chserver.ClusterOptions) *chserver.Cluster {
+	t.Helper()
+	cl, err := chserver.StartCluster(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cl.Stop() })
+	return cl
+}
+
+// newClusterWorldOn is newClusterWorld on the cluster cl.
+func newClusterWorldOn(t *testing.T, cl *chserver.Cluster, opts fleetsim.Options) *clusterWorld {
+	t.Helper()
+	if opts.Seed == 0 {
+		opts.Seed = 11
+	}
+	if opts.Devices == 0 {
+		opts.Devices, opts.Variables, opts.Points, opts.Span = 4, 4, 300, 30*24*time.Hour
+	}
+	opts.Tokens = []string{testToken}
+	for i := range 4 {
+		opts.Tokens = append(opts.Tokens, shardToken(i))
+	}
+	sim, err := fleetsim.New(opts)
+	if err != nil {
+		t.Fatalf("fleetsim: %v", err)
+	}
+	t.Cleanup(sim.Close)
+	cw := &clusterWorld{cl: cl, world: &world{t: t, sim: sim, chAddr: cl.Nodes[0][0].Addr(), db: chtest.ClusterDatabase(t, cl),
+		dir: t.TempDir(), retention: 730 * 24 * time.Hour, margin: time.Hour}}
+	cw.http = httptest.NewServer(sim)
+	t.Cleanup(cw.http.Close)
+	for i := range 4 {
+		if err := os.WriteFile(filepath.Join(cw.dir, fmt.Sprintf("token-%d", i)), []byte(shardToken(i)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cw.chAddr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	cw.conn = conn
+	return cw
+}
+
+// variablesByShard is, per shard of the cluster, the variables its local
+// datapoints table holds (read on its first replica, after settle); a
+// variable on two shards fails the test.
+func (cw *clusterWorld) variablesByShard() []map[string]bool {
+	cw.t.Helper()
+	out := make([]map[string]bool, len(cw.cl.Nodes))
+	where := map[string]int{}
+	for s, shard := range cw.cl.Nodes {
+		out[s] = map[string]bool{}
+		conn := openConn(cw.t, shard[0].Addr())
+		rows, err := conn.Query(context.Background(), "SELECT DISTINCT variable_id FROM `"+cw.db+"`.datapoints_local")
+		if err != nil {
+			cw.t.Fatal(err)
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				cw.t.Fatal(err)
+			}
+			if prev, ok := where[id]; ok {
+				cw.t.Errorf("variable %s has rows on shards %d and %d", id, prev+1, s+1)
+			}
+			where[id] = s
+			out[s][id] = true
+		}
+		rows.Close()
+	}
+	return out
+}
+
+// checkAnalystTables checks datapoints_hourly and datapoints_latest
+// through the Distributed tables against the same aggregates over
+// datapoints FINAL: one row per variable and hour with points, one per
+// variable, no duplicate. (rolluptest.Check reads datapoints FINAL with
+// ORDER BY, which 18.16 refuses through a Distributed table unless the
+// version column is selected: "Cannot find column version".)
+func (cw *clusterWorld) checkAnalystTables() {
+	cw.t.Helper()
+	t := cw.t
+	q := func(sql string) []string {
+		rows := queryRows(t, cw.conn, strings.ReplaceAll(sql, "DB.", "`"+cw.db+"`."))
+		sort.Strings(rows)
+		return rows
+	}
+	for _, c := range []struct{ name, got, want string }{
+		{"hourly",
+			"SELECT variable_id, device_id, hour, count, round(sum, 6), min, max, first_value, last_value, first_ts_ms, last_ts_ms FROM DB.datapoints_hourly FINAL WHERE count > 0",
+			"SELECT variable_id, argMax(device_id, ts_ms), toStartOfHour(ts) AS hour, count(), round(sum(value), 6), min(value), max(value), argMin(value, ts_ms), argMax(value, ts_ms), min(ts_ms), max(ts_ms) FROM DB.datapoints FINAL GROUP BY variable_id, hour"},
+		{"latest",
+			"SELECT variable_id, device_id, ts_ms, value, context FROM DB.datapoints_latest FINAL",
+			"SELECT variable_id, argMax(device_id, ts_ms), max(ts_ms), argMax(value, ts_ms), argMax(context, ts_ms) FROM DB.datapoints FINAL GROUP BY variable_id"},
+	} {
+		got, want := q(c.got), q(c.want)
+		if !reflect.DeepEqual(got, want) {
+			var diff []string
+			for i := 0; i < max(len(got), len(want)) && len(diff) < 4; i++ {
+				var g, w string
+				if i < len(got) {
+					g = got[i]
+				}
+				if i < len(want) {
+					w = want[i]
+				}
+				if g != w {
+					diff = append(diff, fmt.Sprintf("got %q want %q", g, w))
+				}
+			}
+			t.Errorf("datapoints_%s FINAL: %d rows, want %d; first differences: %s", c.name, len(got), len(want), strings.Join(diff, "; "))
+		}
+	}
+}
+
+// addRecentPoints gives every variable a point at now - i ms and a late one
+// 20 minutes before its newest point: both inside the next cycle's
+// lookback re-read, the late one below its mark.
+func (cw *clusterWorld) addRecentPoints(tag string) {
+	cw.t.Helper()
+	now := time.Now().UnixMilli()
+	for _, d := range cw.sim.Devices() {
+		for i, v := range d.Variables {
+			add := []fleetsim.SimPoint{{TimestampMs: now - int64(i) - 10, Value: 1000 + float64(i), Context: map[string]any{"note": tag}}}
+			if pts := cw.sim.Points(v.ID); len(pts) > 0 {
+				add = append(add, fleetsim.SimPoint{TimestampMs: pts[len(pts)-1].TimestampMs - 20*60*1000 + int64(i), Value: -5, Context: map[string]any{"note": tag + " late"}})
+			}
+			if err := cw.sim.AddPoints(v.ID, add); err != nil {
+				cw.t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestClusterReplicaNamesUniqueOnlyPerShardTwoShardsMigrateTogetherAndStayExact
+// is issue 25's done-when 1: on a 2x2 cluster whose replica macros are r1
+// and r2 in each shard (ClickHouse's own rule), two sync shards started
+// together migrate the database at once, run in parallel and leave
+// datapoints exact under FINAL, twice; the analyst tables are exact.
+// Before schema version 5 migrate failed here with ClickHouse's "Replica
+// .../devices/replicas/r2 already exists".
+func TestClusterReplicaNamesUniqueOnlyPerShardTwoShardsMigrateTogetherAndStayExact(t *testing.T) {
+	cl := startOwnCluster(t, chserver.ClusterOptions{PerShardReplicaNames: true})
+	cw := newClusterWorldOn(t, cl, fleetsim.Options{})
+	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
+	cw.mustSync(cfg0, cfg1)
+	cw.settle()
+	cw.checkOracle()
+	cw.addRecentPoints("second")
+	cw.mustSync(cfg0, cfg1)
+	cw.settle()
+	cw.checkOracle()
+	cw.checkAnalystTables()
+	byShard := cw.variablesByShard()
+	if len(byShard[0]) == 0 || len(byShard[1]) == 0 {
+		t.Errorf("variables per shard %d and %d, want both shards used", len(byShard[0]), len(byShard[1]))
+	}
+}
+
+// TestClusterGrowsFromTwoToThreeShardsAndStaysExact is issue 25's
+// done-when 2: a 2-shard cluster synced for several cycles grows by a
+// ClickHouse shard by the procedure of docs/operations.md (stop the syncs,
+// append the shard to remote_servers on every server, fleetsync migrate,
+// resume); more cycles then re-read every variable's lookback, and new
+// variables appear. datapoints FINAL, the analyst tables and fleetsync
+// verify are exact, every variable's rows are on one shard, the new
+// variables reach the new shard, and the README's queries answer as on one
+// server synced from the same fleet.
+func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
+	started := time.Now().Add(-time.Second).Truncate(time.Second)
+	cl := startOwnCluster(t, chserver.ClusterOptions{})
+	cw := newClusterWorldOn(t, cl, fleetsim.Options{})
+	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
+	for i := range 3 {
+		cw.addRecentPoints(fmt.Sprintf("before %d", i))
+		cw.mustSync(cfg0, cfg1)
+	}
+	cw.settle()
+	cw.checkOracle()
+	before := cw.variablesByShard()
+
+	// The procedure: the syncs are stopped (none runs here), the shard is
+	// appended to remote_servers on every server, then migrate.
+	if err := cl.AddShard(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := cw.cli(context.Background(), "migrate", "--config", cfg0); code != 0 {
+		t.Fatalf("migrate after adding a shard exited %d: %s %s", code, out, lastLines(errs, 5))
+	}
+	d, err := cw.sim.AddDevice("after-growth", 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range d.Variables {
+		pts := []fleetsim.SimPoint{{TimestampMs: time.Now().Add(-2*time.Hour).UnixMilli() + int64(i), Value: float64(i), Context: map[string]any{}}}
+		if err := cw.sim.AddPoints(v.ID, pts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 {
+		cw.addRecentPoints(fmt.Sprintf("after %d", i))
+		cw.mustSync(cfg0, cfg1)
+	}
+	cw.settle()
+	prev := cw.checkMarksCovered(map[string]int64{})
+	cw.checkOracle()
+	cw.checkAnalystTables()
+
+	after := cw.variablesByShard()
+	for s := range before {
+		for id := range before[s] {
+			if !after[s][id] {
+				t.Errorf("variable %s had its rows on shard %d before the growth and not after", id, s+1)
+			}
+		}
+	}
+	onNew := 0
+	for _, v := range d.Variables {
+		if after[2][v.ID] {
+			onNew++
+		}
+	}
+	if onNew == 0 || len(after[2]) != onNew {
+		t.Errorf("the new shard holds %d variables, %d of them new; want some new variables and only new ones there", len(after[2]), onNew)
+	}
+	t.Logf("variables per shard: %d, %d, %d (%d of the %d new ones on the new shard)", len(after[0]), len(after[1]), len(after[2]), onNew, len(d.Variables))
+
+	// verify over everything the source holds.
+	code, out, errs := cw.cli(context.Background(), "verify", "--config", cfg0, "--from", "2000-01-01T00:00:00Z", "--to", fmt.Sprint(time.Now().UnixMilli()))
+	if code != 0 || !strings.Contains(out, " 0 mismatch") {
+		t.Errorf("verify after the growth exited %d:\n%s\n%s", code, out, lastLines(errs, 5))
+	}
+
+	// The README's queries, against one server synced from the same fleet.
+	srv := chtest.Shared(t)
+	singleDB := chtest.NewDatabase(t, srv)
+	single := filepath.Join(cw.dir, "single.yaml")
+	text, err := os.ReadFile(cfg0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := string(text)
+	cfg = cfg[:strings.Index(cfg, "clickhouse:")] + fmt.Sprintf("clickhouse:\n  addr: [%q]\n  database: %s\nmetrics:\n  listen: \"127.0.0.1:0\"\nlog:\n  format: json\n", srv.Addr(), singleDB)
+	cfg = strings.Replace(cfg, "  shard_count: 2\n  shard_index: 0\n", "", 1)
+	if err := os.WriteFile(single, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cw.mustSync(single, cfg0, cfg1)
+	cw.settle()
+	cw.checkMarksCovered(prev)
+	cw.checkOracle()
+	singleConn := openConn(t, srv.Addr())
+	for _, q := range readmeQueries(t, "DB") {
+		onCluster := queryRows(t, cw.conn, strings.ReplaceAll(q, "`DB`", "`"+cw.db+"`"))
+		onOne := queryRows(t, singleConn, strings.ReplaceAll(q, "`DB`", "`"+singleDB+"`"))
+		if strings.Contains(q, "device_group_member_changes") {
+			// Its at is the second a sync's snapshot saw the change.
+			onCluster, onOne = withoutSyncClock(t, onCluster, started, time.Now()), withoutSyncClock(t, onOne, started, time.Now())
+		}
+		if !reflect.DeepEqual(onCluster, onOne) {
+			t.Errorf("README query differs between the grown cluster (%d rows) and one server (%d rows):\n%s\nfirst rows: %v\nvs %v",
+				len(onCluster), len(onOne), q, onCluster[:min(3, len(onCluster))], onOne[:min(3, len(onOne))])
+		}
+	}
+}
