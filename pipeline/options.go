@@ -21,9 +21,11 @@ type EngineOptions struct {
 	InsertWorkers int
 	// RequestAttempts bounds how often one raw-series request is tried when
 	// it fails after its response started (a body cut mid-stream); failures
-	// before the response are retried by the Source itself.
+	// before the response are retried by the Source itself. Default 5
+	// (retries.go).
 	RequestAttempts int
-	// RetryWait is the pause before such a re-try.
+	// RetryWait scales the pause before such a re-try (RereadRetry); tests
+	// shrink it. Default 500ms (retries.go).
 	RetryWait time.Duration
 	// Progress, when set, counts the points acknowledged by ClickHouse as
 	// they are, for a progress line on long backfills.
@@ -64,10 +66,10 @@ func (o *EngineOptions) defaults() {
 		o.InsertWorkers = 2
 	}
 	if o.RequestAttempts <= 0 {
-		o.RequestAttempts = 5
+		o.RequestAttempts = defaultRequestAttempts
 	}
 	if o.RetryWait <= 0 {
-		o.RetryWait = 500 * time.Millisecond
+		o.RetryWait = defaultRetryWait
 	}
 	if o.FloorMargin <= 0 {
 		o.FloorMargin = time.Minute
@@ -75,9 +77,5 @@ func (o *EngineOptions) defaults() {
 }
 
 // rereadPolicy spaces the re-reads of one raw-series request whose response
-// failed mid-stream: RetryWait doubled at each attempt, from 2×RetryWait up
-// to 64×RetryWait, without jitter (the requests of a run fail on their own,
-// not together). RequestAttempts bounds how many there are.
-func (o *EngineOptions) rereadPolicy() RetryPolicy {
-	return RetryPolicy{Initial: 2 * o.RetryWait, Multiplier: 2, Max: 64 * o.RetryWait}
-}
+// failed mid-stream (retries.go).
+func (o *EngineOptions) rereadPolicy() RetryPolicy { return RereadRetry(o.RetryWait) }

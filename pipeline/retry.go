@@ -10,8 +10,9 @@ import (
 // succeed later (an API request, an INSERT, a raw-series read cut
 // mid-stream): exponential backoff on cenkalti/backoff/v4, so every retry
 // loop of the program grows, caps and jitters its waits the same way and
-// can be reasoned about in one place. Each loop still decides what is
-// retryable where the failure is seen and stops when its context ends.
+// can be reasoned about in one place. The policies themselves, one per loop,
+// are the table in retries.go. Each loop still decides what is retryable
+// where the failure is seen and stops when its context ends.
 type RetryPolicy struct {
 	// Initial is the first wait; each next one is Multiplier times the
 	// last, up to Max.

@@ -202,14 +202,20 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		if ignored != "" && strings.HasPrefix(cfg.Source.BaseURL, "http://") {
 			log.Warn(ignored + " is ignored: a plain-HTTP proxy would receive the API token in clear; use an https source.base_url, which goes through HTTPS_PROXY in a TLS tunnel")
 		}
+		// The API client waits as the retry table says (pipeline/retries.go),
+		// within the configured budget; BackoffMax also caps its waits after a
+		// 420 (quota.go), so it comes from the same row.
+		apiRetry := pipeline.APIRetry(time.Duration(cfg.Source.RetryMaxElapsed))
 		a.api, err = fleetapi.New(fleetapi.Config{
 			BaseURL:           cfg.Source.BaseURL,
 			Tokens:            a.tokens,
 			Timeout:           time.Duration(cfg.Source.Timeout),
 			RequestsPerSecond: cfg.Source.RequestsPerSecond,
 			StartRate:         cfg.Source.InitialRequestsPerSecond,
-			MaxElapsed:        time.Duration(cfg.Source.RetryMaxElapsed),
-			Backoff:           apiRetry(time.Duration(cfg.Source.RetryMaxElapsed)),
+			MaxElapsed:        apiRetry.MaxElapsed,
+			BackoffInitial:    apiRetry.Initial,
+			BackoffMax:        apiRetry.Max,
+			Backoff:           func() backoff.BackOff { return apiRetry.NewBackOff() },
 			UserAgent:         "fleetsync/" + version,
 			PageSize:          cfg.Source.PageSize,
 			TLS:               srcTLS,
@@ -301,14 +307,4 @@ func hostname() string {
 		return "unknown"
 	}
 	return h
-}
-
-// apiRetry is the wait between attempts of one API call, in the program's
-// one retry policy: from 250ms, growing by half up to 30s, jittered by half,
-// within the source's retry budget (the client's own defaults, so that
-// handing the policy in changes nothing).
-func apiRetry(maxElapsed time.Duration) func() backoff.BackOff {
-	p := pipeline.RetryPolicy{Initial: fleetapi.DefaultBackoffInitial, Multiplier: backoff.DefaultMultiplier,
-		Max: fleetapi.DefaultBackoffMax, MaxElapsed: maxElapsed, Jitter: backoff.DefaultRandomizationFactor}
-	return func() backoff.BackOff { return p.NewBackOff() }
 }

@@ -21,7 +21,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// Defaults of Config.
+// Defaults of Config. DefaultBackoffInitial and DefaultBackoffMax (growth
+// ×1.5, jitter ±50%, backoff/v4's own) are the client's fallback when it is
+// used on its own; fleetsync hands in its policy from its retry table
+// (pipeline/retries.go, APIRetry), whose row has the same numbers.
 const (
 	DefaultTimeout        = 30 * time.Second
 	DefaultMaxElapsed     = 2 * time.Minute
@@ -77,8 +80,10 @@ type Config struct {
 	// Backoff, when set, starts the wait sequence of one call instead of
 	// the exponential backoff BackoffInitial and BackoffMax describe: a
 	// program with one retry policy for all its loops hands it in here, as
-	// fleetsync does with pipeline.RetryPolicy. MaxElapsed, Retry-After and
-	// the context still bound the waits it gives.
+	// fleetsync does from pipeline.APIRetry (with BackoffInitial and
+	// BackoffMax from the same policy, since BackoffMax also bounds the wait
+	// after a 420). MaxElapsed, Retry-After and the context still bound the
+	// waits it gives.
 	Backoff func() backoff.BackOff
 	// UserAgent is sent on every request; default "fleetsync/<module
 	// version>".
@@ -315,7 +320,9 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	}
 }
 
-// newBackOff starts the waits of one call.
+// newBackOff starts the waits of one call: the program's policy when it
+// handed one in, else the fallback of BackoffInitial and BackoffMax with
+// backoff/v4's growth (×1.5) and jitter (±50%).
 func (c *Client) newBackOff() backoff.BackOff {
 	if c.cfg.Backoff != nil {
 		return c.cfg.Backoff()

@@ -97,7 +97,7 @@ func Retryable(err error) bool {
 // every fleetsync table is a ReplacingMergeTree read with FINAL or argMax,
 // so a duplicate is harmless.
 func (c *Client) Retry(ctx context.Context, table string, op func(ctx context.Context) error) error {
-	policy := writeRetry(c.cfg.MaxElapsed).NewBackOff()
+	policy := pipeline.WriteRetry(c.cfg.MaxElapsed).NewBackOff()
 	started := time.Now()
 	for attempt := 1; ; attempt++ {
 		actx, cancel := context.WithTimeout(ctx, c.cfg.InsertTimeout)
@@ -130,11 +130,4 @@ func (c *Client) Retry(ctx context.Context, table string, op func(ctx context.Co
 		case <-timer.C:
 		}
 	}
-}
-
-// writeRetry is the wait between attempts of one ClickHouse operation:
-// from 100ms, growing by half up to 5s, jittered, within maxElapsed.
-func writeRetry(maxElapsed time.Duration) pipeline.RetryPolicy {
-	return pipeline.RetryPolicy{Initial: 100 * time.Millisecond, Multiplier: backoff.DefaultMultiplier, Max: 5 * time.Second,
-		MaxElapsed: maxElapsed, Jitter: backoff.DefaultRandomizationFactor}
 }
