@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -438,4 +440,74 @@ func TestClusterAReadWhoseReplicaDiesMidQueryIsRetried(t *testing.T) {
 	if err != nil || len(errs) < 2 || !errors.As(errs[0], &exc) || exc.Code != 32 {
 		t.Fatalf("Retry: %v after %v; want a first attempt failing with code 32 and a retry that reads the %d rows", err, errs, total)
 	}
+}
+
+// TestClusterAPartLostWithItsReplicasDiskIsGivenUpAfterTheReplicaIsRestoredUnderItsName
+// follows what the barrier's error tells an operator whose replica's disk
+// is gone: a load held only by its writer, the writer killed, its parts
+// deleted (the disk lost), and the replica started again under its name
+// with force_restore_data (as chserver's Resume always does, and as
+// ClickHouse's recovery after complete data loss asks). 18.16 then drops
+// the part from the replica's list in ZooKeeper, finds no replica that has
+// it, gives it up as lost, and the sibling's fetch leaves its queue: the
+// recompute succeeds again, without those points, which a backfill loads
+// again. Before the restore the recompute fails, naming the dead writer.
+func TestClusterAPartLostWithItsReplicasDiskIsGivenUpAfterTheReplicaIsRestoredUnderItsName(t *testing.T) {
+	cl := chtest.Cluster(t)
+	f := newRollupFixture(t, cl, 1)
+	ctx := context.Background()
+	second, secondRange := f.points(40, 40)
+	writer := f.writeToOneReplica(second)
+	f.kill(writer)
+	f.fetches(1-writer, "START")
+	// Until ZooKeeper expires the writer's session it looks up; then the
+	// part is held by no replica that is up.
+	var lag *LaggingReplicaError
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
+		err := f.c.Recompute(ctx, []pipeline.Touched{secondRange})
+		if !errors.As(err, &lag) {
+			t.Fatalf("Recompute with %s down: %v; want a *LaggingReplicaError", f.name(writer), err)
+		}
+		if lag.Unreachable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the part still looks reachable a minute after %s was killed: %v", f.name(writer), err)
+		}
+	}
+	if lag.Writer != f.name(writer) || lag.Replica != f.name(1-writer) {
+		t.Fatalf("the error names %s and %s, want the writer %s and its sibling %s: %v", lag.Writer, lag.Replica, f.name(writer), f.name(1-writer), lag)
+	}
+	t.Logf("with %s down: %v", f.name(writer), lag)
+	dir := filepath.Join(f.replicas[writer].Dir(), "data", "data", f.db, TableDatapoints+localSuffix)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.IsDir() && e.Name() != "detached" {
+			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := cl.Resume(ctx, f.replicas[writer]); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for deadline := start.Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
+		err := f.c.Recompute(ctx, []pipeline.Touched{secondRange})
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lost part was not given up within 3 minutes of the restore: %v; replication state: %q", err, replicationState(t, f.nodes, f.db))
+		}
+	}
+	t.Logf("the part was given up %s after the restore", time.Since(start).Round(time.Second))
+	if got := localCounts(t, cl, f.db)[1][f.id]; got != 40 {
+		t.Errorf("the shard holds %d rows of %s, want the first load's 40: the second was lost with the disk", got, f.id)
+	}
+	syncReplicas(t, cl, f.db, TableDatapoints, TableHourly, TableLatest)
+	checkRollupsOf(t, f.c, f.id)
 }
