@@ -164,12 +164,12 @@ func (e *LaggingReplicaError) Error() string {
 				month = " --from " + t.Format(time.RFC3339) + " --to " + t.AddDate(0, 1, 0).Format(time.RFC3339)
 			}
 		}
-		return fmt.Sprintf("shard %s: part %s of %s is held only by replica %s, which is down, and replica %s lacks it, so the analyst tables cannot be recomputed exactly and the marks stay where they were; "+
+		return fmt.Sprintf("shard %s: part %s of %s is held only by replica %s, which is down, and replica %s lacks it, so no read sees every loaded point (the analyst tables' recompute, verify) and the marks stay where they were; "+
 			"start %s and sync again (nothing is lost meanwhile); if its disk is lost, restore it under the same name (ClickHouse's recovery after complete data loss: the same macros, the table definitions copied from %s and the force_restore_data flag), "+
 			"which makes ClickHouse give the part up as lost, then run fleetsync backfill%s",
 			e.ShardName, e.Part, table, e.Writer, e.Replica, e.Writer, e.Replica, month)
 	}
-	return fmt.Sprintf("shard %s: replica %s has not fetched part %s of %s from %s within %s, so the analyst tables cannot be recomputed exactly yet and the marks stay where they were; "+
+	return fmt.Sprintf("shard %s: replica %s has not fetched part %s of %s from %s within %s, so no read sees every loaded point yet (the analyst tables' recompute, verify) and the marks stay where they were; "+
 		"system.replication_queue on %s says why, and the next sync tries again",
 		e.ShardName, e.Replica, e.Part, table, e.Writer, e.Waited.Round(time.Second), e.Replica)
 }
