@@ -214,6 +214,20 @@ func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
 	if err := cl.AddShard(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	// A cycle that runs before migrate (the operator forgot to stop the
+	// syncs) creates the tables on the new servers (every Distributed
+	// INSERT reaches every shard), says to run migrate and keeps placing
+	// every variable on the first two shards.
+	cw.addRecentPoints("between")
+	res := cw.mustSync(cfg0, cfg1)
+	if !strings.Contains(res[0].stderr, "until `fleetsync migrate` runs") {
+		t.Errorf("a cycle on the grown cluster before migrate did not say to run it; its log ends:\n%s", lastLines(res[0].stderr, 5))
+	}
+	cw.settle()
+	cw.checkOracle()
+	if between := cw.variablesByShard(); len(between[2]) != 0 {
+		t.Errorf("before migrate the new shard got %d variables, want none", len(between[2]))
+	}
 	if code, out, errs := cw.cli(context.Background(), "migrate", "--config", cfg0); code != 0 {
 		t.Fatalf("migrate after adding a shard exited %d: %s %s", code, out, lastLines(errs, 5))
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"go.uber.org/zap"
 )
 
@@ -232,28 +233,47 @@ func (c *Client) prepareCluster(ctx context.Context) (*clusterPrep, error) {
 }
 
 // migrateLayout records the placement after the tables exist: the
-// layout, the first time; and when shards were appended since the last
-// record, every variable that has rows, with the key its rows carry, then
-// the new layout, so that the variables seen from then on spread over
-// every shard while the others stay where their rows are (placement.go).
-// The syncs must be stopped meanwhile (docs/operations.md): a writer that
-// keyed a new variable by the old layout after its records were taken
-// would leave it on two shards.
-func (c *Client) migrateLayout(ctx context.Context, p *clusterPrep) error {
+// layout, the first time; and, when grow is set and shards were appended
+// since the last record, every variable that has rows, with the key its
+// rows carry, then the new layout, so that the variables seen from then
+// on spread over every shard while the others stay where their rows are
+// (placement.go).
+//
+// A growth's records and layout are inserted with insert_quorum set to
+// every server of the cluster: the INSERT returns once every replica
+// holds the rows, so that a writer started after migrate reads the
+// records and the new layout together on whichever server it reaches
+// (with a replica down, migrate fails, as its ON CLUSTER statements do).
+// The first layout is not: 18.16 runs one quorum INSERT per table at a
+// time, and the shards' first cycles record it at once, all alike. The
+// syncs must be stopped during a growth (docs/operations.md): a writer
+// that keyed a new variable by the old layout after its records were
+// taken would leave it on two shards.
+func (c *Client) migrateLayout(ctx context.Context, p *clusterPrep, grow bool) error {
+	var servers uint64
+	if err := c.conn.QueryRow(ctx, "SELECT count() FROM system.clusters WHERE cluster = ?", c.cfg.Cluster).Scan(&servers); err != nil {
+		return fmt.Errorf("count the servers of cluster %s: %w", c.cfg.Cluster, err)
+	}
+	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": int(servers)}))
 	switch {
 	case p.last == nil:
 		if err := c.recordLayout(ctx, p.current); err != nil {
 			return fmt.Errorf("record the shard layout: %w", err)
 		}
+	case len(p.current) > len(p.last) && !grow:
+		c.log.Warn("the cluster has more shards than fleetsync places variables on: new variables keep going to the first ones until `fleetsync migrate` runs, with the syncs stopped (docs/operations.md, Adding a ClickHouse shard)",
+			zap.String("shards", p.current.String()), zap.String("placed_for", p.last.String()))
 	case len(p.current) > len(p.last):
 		t0 := time.Now()
-		if err := c.Retry(ctx, TableVariableShards, func(ctx context.Context) error {
-			return c.conn.Exec(ctx, "INSERT INTO "+c.Table(TableVariableShards)+" (variable_id, shard_key, recorded_at) SELECT variable_id, any(shard_key), now() FROM "+
-				c.Table(TableDatapoints)+" GROUP BY variable_id")
+		// The latest rows too: a variable whose points were all deleted
+		// by hand keeps its latest row, which its next points must join.
+		if err := c.Retry(qctx, TableVariableShards, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, "INSERT INTO "+c.Table(TableVariableShards)+" (variable_id, shard_key, recorded_at) SELECT variable_id, any(shard_key), now() FROM (SELECT variable_id, shard_key FROM "+
+				c.Table(TableDatapoints)+" UNION ALL SELECT variable_id, shard_key FROM "+c.Table(TableLatest)+") GROUP BY variable_id")
 		}); err != nil {
 			return fmt.Errorf("record where the variables' rows are: %w", err)
 		}
-		if err := c.recordLayout(ctx, p.current); err != nil {
+		if err := c.recordLayout(qctx, p.current); err != nil {
 			return fmt.Errorf("record the shard layout: %w", err)
 		}
 		c.log.Info("the cluster grew: recorded every variable where its rows are, and the new shard layout for new variables",
@@ -425,8 +445,10 @@ func (c *Client) schemaComplete(ctx context.Context, engines map[string]string) 
 
 // EnsureSchema is Migrate for every cycle: on a cluster it runs the DDL only
 // when this server lacks a table or column (a node that missed some DDL
-// gets it from the cluster's DDL queue, or from `fleetsync migrate`); on
-// one server it is Migrate.
+// gets it from the cluster's DDL queue, or from `fleetsync migrate`) or
+// the cluster has shards the placement does not use yet, refuses shards
+// that moved (checkPlacement), never changes the placement, and loads it
+// for the cycle's writes; on one server it is Migrate.
 func (c *Client) EnsureSchema(ctx context.Context) error {
 	if !c.clustered() {
 		return c.Migrate(ctx)
@@ -443,16 +465,16 @@ func (c *Client) EnsureSchema(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	if !done {
-		return c.Migrate(ctx)
+		return c.migrate(ctx, false)
 	}
 	return c.checkPlacement(ctx)
 }
 
 // checkPlacement refuses a cycle on a cluster whose shards are no longer
 // the recorded ones with shards appended (rows would go to other shards
-// than their variables' earlier rows), notes shards appended without
-// `fleetsync migrate` (the new shards get no variable until it runs), and
-// loads the placement the cycle's rows are keyed by.
+// than their variables' earlier rows), creates the tables on shards
+// appended without `fleetsync migrate` (which get no variable until it
+// runs), and loads the placement the cycle's rows are keyed by.
 func (c *Client) checkPlacement(ctx context.Context) error {
 	current, err := c.currentLayout(ctx)
 	if err != nil {
@@ -464,12 +486,15 @@ func (c *Client) checkPlacement(ctx context.Context) error {
 	}
 	switch {
 	case last == nil:
-		return c.Migrate(ctx)
+		return c.migrate(ctx, false)
 	case !current.extends(last):
 		return c.layoutMoved(current, last)
 	case len(current) > len(last):
-		c.log.Warn("the cluster has more shards than fleetsync placed variables on: new variables keep going to the first ones until `fleetsync migrate` runs (docs/operations.md, Adding a ClickHouse shard)",
-			zap.String("shards", current.String()), zap.String("placed_for", last.String()))
+		// Every INSERT through a Distributed table reaches every shard,
+		// even one it has no rows for, so the new servers need the tables
+		// before anything else works; migrate(false) creates them, says to
+		// run migrate, and keeps the recorded placement.
+		return c.migrate(ctx, false)
 	}
 	_, err = c.loadPlacement(ctx)
 	return err

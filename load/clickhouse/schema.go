@@ -332,7 +332,16 @@ func (col column) ddl() string {
 // cluster (Config.Cluster) every statement runs ON CLUSTER and each table is
 // a Replicated local table under a Distributed one (see cluster.go); a
 // database laid out the other way is refused with a *LayoutError.
-func (c *Client) Migrate(ctx context.Context) error {
+//
+// On a cluster whose remote_servers lists shards appended since the last
+// Migrate, it also records where every variable's rows are, so that new
+// variables spread over every shard while the others stay (see
+// placement.go); only Migrate does this, not EnsureSchema.
+func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx, true) }
+
+// migrate is Migrate; grow says whether shards appended to remote_servers
+// since the last record are taken into the placement now.
+func (c *Client) migrate(ctx context.Context, grow bool) error {
 	var prep *clusterPrep
 	if c.clustered() {
 		// Before anything is created: a configuration that cannot work
@@ -365,7 +374,7 @@ func (c *Client) Migrate(ctx context.Context) error {
 		}
 	}
 	if c.clustered() {
-		if err := c.migrateLayout(ctx, prep); err != nil {
+		if err := c.migrateLayout(ctx, prep, grow); err != nil {
 			return fmt.Errorf("migrate: %w", err)
 		}
 	}
