@@ -3,7 +3,9 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -222,6 +224,9 @@ func (c *Client) prepareCluster(ctx context.Context) (*clusterPrep, error) {
 			return nil, &ClusterError{Setting: "macros", Reason: fmt.Sprintf("the server has no {%s} macro; give every server <macros> with <shard> (its shard) and <replica> (unique within its shard)", m)}
 		}
 	}
+	if err := c.checkMacros(ctx); err != nil {
+		return nil, err
+	}
 	p := &clusterPrep{current: current}
 	if p.first, p.last, err = c.recordedLayouts(ctx); err != nil {
 		return nil, err
@@ -230,6 +235,61 @@ func (c *Client) prepareCluster(ctx context.Context) (*clusterPrep, error) {
 		return nil, c.layoutMoved(current, p.last)
 	}
 	return p, nil
+}
+
+// checkMacros reads the macros of every server of the cluster, through
+// remote() as remote_servers' default user, and refuses macros that cannot
+// work: two replicas of one shard with one {replica} (ClickHouse refuses
+// the second, after the first tables exist), two shards with one {shard}
+// (they would be one replica set: each shard's rows on both), one shard's
+// servers with different {shard} (they would not replicate each other). A
+// server remote() cannot read (a password on that user, a server down) is
+// left out: ON CLUSTER then says what is wrong with it.
+func (c *Client) checkMacros(ctx context.Context) error {
+	type server struct {
+		shard uint32
+		addr  string
+	}
+	var servers []server
+	rows, err := c.conn.Query(ctx, "SELECT shard_num, host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num", c.cfg.Cluster)
+	if err != nil {
+		return fmt.Errorf("read the servers of cluster %s: %w", c.cfg.Cluster, err)
+	}
+	for rows.Next() {
+		var s server
+		var host string
+		var port uint16
+		if err := rows.Scan(&s.shard, &host, &port); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the servers of cluster %s: %w", c.cfg.Cluster, err)
+		}
+		s.addr = net.JoinHostPort(host, strconv.Itoa(int(port)))
+		servers = append(servers, s)
+	}
+	rows.Close()
+	shardOf := map[uint32]string{}      // shard_num -> its {shard}
+	numOf := map[string]uint32{}        // {shard} -> shard_num
+	replicaAt := map[[2]string]string{} // {shard}, {replica} -> server
+	for _, s := range servers {
+		var shard, replica string
+		err := c.conn.QueryRow(ctx, "SELECT anyIf(substitution, macro = 'shard'), anyIf(substitution, macro = 'replica') FROM remote('"+s.addr+"', system, macros)").Scan(&shard, &replica)
+		if err != nil {
+			c.log.Info("could not read a server's macros; ON CLUSTER will check it", zap.String("server", s.addr), zap.Error(err))
+			continue
+		}
+		switch {
+		case shard == "" || replica == "":
+			return &ClusterError{Setting: "macros", Reason: fmt.Sprintf("server %s of cluster %s lacks the {shard} or {replica} macro; give every server <macros> with <shard> (its shard) and <replica> (unique within its shard)", s.addr, c.cfg.Cluster)}
+		case shardOf[s.shard] != "" && shardOf[s.shard] != shard:
+			return &ClusterError{Setting: "macros", Reason: fmt.Sprintf("the servers of shard %d of cluster %s have {shard} %s and %s; give every server of a shard the same {shard}", s.shard, c.cfg.Cluster, shardOf[s.shard], shard)}
+		case numOf[shard] != 0 && numOf[shard] != s.shard:
+			return &ClusterError{Setting: "macros", Reason: fmt.Sprintf("shards %d and %d of cluster %s both have {shard} %s; give each shard its own", numOf[shard], s.shard, c.cfg.Cluster, shard)}
+		case replicaAt[[2]string{shard, replica}] != "":
+			return &ClusterError{Setting: "macros", Reason: fmt.Sprintf("servers %s and %s of shard %s both have {replica} %s; give each replica of a shard its own", replicaAt[[2]string{shard, replica}], s.addr, shard, replica)}
+		}
+		shardOf[s.shard], numOf[shard], replicaAt[[2]string{shard, replica}] = shard, s.shard, s.addr
+	}
+	return nil
 }
 
 // migrateLayout records the placement after the tables exist: the

@@ -201,8 +201,9 @@ func TestClusterLayoutOfSchemaVersion4IsMigratedAndStaysExact(t *testing.T) {
 }
 
 // TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything: a
-// cluster name the servers do not have, a server without the macros, and
-// shards that are not the recorded ones with shards appended each stop
+// cluster name the servers do not have, a server without the macros, two
+// replicas of a shard with one replica name, and shards that are not the
+// recorded ones with shards appended each stop
 // migrate (and a cycle's EnsureSchema) with one line naming the setting,
 // and nothing is created.
 func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testing.T) {
@@ -262,6 +263,34 @@ func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testi
 	var count uint64
 	if err := bare.conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = 'never_created'").Scan(&count); err != nil || count != 0 {
 		t.Errorf("the database was created (%d, %v) by a refused migrate", count, err)
+	}
+
+	// Two replicas of one shard with one {replica}: ClickHouse would
+	// refuse the second only once the first tables exist.
+	twins, err := chserver.StartCluster(ctx, chserver.ClusterOptions{Shards: 1, Replicas: 2, ReplicaName: func(int, int) string { return "r1" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer twins.Stop()
+	tc, err := Open(ctx, Config{Addr: twins.Addrs(), Database: "never_created", Cluster: twins.Name()}, nil, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	err = tc.Migrate(ctx)
+	oneLine(err, "macros")
+	if err != nil && !strings.Contains(err.Error(), "both have {replica} r1") {
+		t.Errorf("%v: want it to name the {replica} both servers have", err)
+	}
+	for _, addr := range twins.Addrs() {
+		n, err := Open(ctx, Config{Addr: []string{addr}, Database: "default"}, nil, prometheus.NewRegistry())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		if err := n.conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = 'never_created'").Scan(&count); err != nil || count != 0 {
+			t.Errorf("the database was created on %s (%d, %v) by a refused migrate", addr, count, err)
+		}
 	}
 
 	// Rows placed for shards of weights [1 3], which the cluster no

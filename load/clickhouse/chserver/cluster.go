@@ -32,6 +32,9 @@ type ClusterOptions struct {
 	// are configured) instead of s1r1, s1r2, s2r1, ... (unique in the whole
 	// cluster).
 	PerShardReplicaNames bool
+	// ReplicaName, when set, names replica r of shard s (both from 0)
+	// instead, for tests of a misconfigured cluster.
+	ReplicaName func(s, r int) string
 }
 
 // DDLPath is the ZooKeeper node of the cluster's distributed DDL queue.
@@ -116,6 +119,9 @@ func (c *Cluster) reservePorts(n int) ([]int, error) {
 
 // replicaName is the {replica} macro of replica r of shard s (from 0).
 func (c *Cluster) replicaName(s, r int) string {
+	if c.opts.ReplicaName != nil {
+		return c.opts.ReplicaName(s, r)
+	}
 	if c.opts.PerShardReplicaNames {
 		return fmt.Sprintf("r%d", r+1)
 	}
