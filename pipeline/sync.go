@@ -162,7 +162,12 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 			}
 		}
 	}
+	// What only the metadata needed is let go before the marks are read:
+	// the walk is the largest thing a cycle holds for the whole fleet.
 	devices = nil
+	for i := range vars {
+		vars[i].Properties, vars[i].Name = nil, ""
+	}
 	// The marks are read once a cycle: the plan reads them, the move's
 	// commits are merged into them as the store merges them, and the lag
 	// is computed from the result.

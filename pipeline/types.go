@@ -80,7 +80,8 @@ type FrameSink interface {
 // Source is the Fleet Telemetry Service as the sync needs it.
 type Source interface {
 	// Walk lists the in-scope devices and their variables, every page, each
-	// variable carrying its device's id and label.
+	// variable carrying its device's id and label. The slices are the
+	// caller's (a cycle clears what only its metadata stage needs).
 	Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error)
 	// Series streams the raw series of req into sink.
 	Series(ctx context.Context, req SeriesRequest, sink FrameSink) error

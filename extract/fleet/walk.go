@@ -23,6 +23,8 @@ type lister interface {
 // spec does not show that such a listing names each variable's device, so
 // a variable whose DeviceID is empty means the listing cannot be used.
 type accountLister interface {
+	// AllVariables yields each variable id but the empty one at most once
+	// (as the client's paging does, across pages and restarts).
 	AllVariables(ctx context.Context, fn func(pipeline.Variable) error) error
 }
 
@@ -122,17 +124,22 @@ func (s *walker) accountVariables(ctx context.Context, l accountLister, devices 
 	for i := range devices {
 		inScope[devices[i].ID] = &devices[i]
 	}
-	seen := make(map[string]bool)
+	// The list never yields an id twice (the client's paging drops an
+	// object seen on an earlier page), but for the empty id, kept once
+	// here as before: no set of every id of the account is needed.
+	seenEmpty := false
 	err = l.AllVariables(ctx, func(v pipeline.Variable) error {
 		if v.DeviceID == "" || !listed[v.DeviceID] {
 			return errUnattributed
 		}
 		d, ok := inScope[v.DeviceID]
-		if !ok || seen[v.ID] {
+		if !ok || (v.ID == "" && seenEmpty) {
 			return nil
 		}
-		seen[v.ID] = true
-		v.DeviceLabel = d.Label
+		seenEmpty = seenEmpty || v.ID == ""
+		// The device's own strings, shared by its variables rather than
+		// one copy each.
+		v.DeviceID, v.DeviceLabel = d.ID, d.Label
 		vars = append(vars, v)
 		return nil
 	})

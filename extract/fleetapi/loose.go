@@ -29,6 +29,10 @@ func (s *looseString) UnmarshalJSON(b []byte) error {
 	}
 	switch {
 	case b[0] == '"':
+		if v, ok := plainJSONString(b); ok {
+			*s = looseString(v)
+			break
+		}
 		var v string
 		if json.Unmarshal(b, &v) == nil {
 			*s = looseString(v)
@@ -100,8 +104,8 @@ func looseInstant(b []byte) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	if b[0] == '"' {
-		var s string
-		if json.Unmarshal(b, &s) != nil {
+		s, ok := plainJSONString(b)
+		if !ok && json.Unmarshal(b, &s) != nil {
 			return time.Time{}, false
 		}
 		if t := parseTime(s); !t.IsZero() {
@@ -167,4 +171,22 @@ func looseNumber(raw json.RawMessage) (v float64, ok bool) {
 	}
 	f, err := parseFloat(raw)
 	return f, err == nil
+}
+
+// plainJSONString reads a JSON string literal without escapes, control
+// characters or bytes outside ASCII, whose value is the bytes between its
+// quotes, without a decoder's second pass over it: a walk reads several
+// such fields of every device and variable. ok is false for anything else,
+// which json.Unmarshal then reads.
+func plainJSONString(b []byte) (string, bool) {
+	if len(b) < 2 || b[0] != '"' || b[len(b)-1] != '"' {
+		return "", false
+	}
+	in := b[1 : len(b)-1]
+	for _, c := range in {
+		if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+			return "", false
+		}
+	}
+	return string(in), true
 }

@@ -60,7 +60,9 @@ func object(raw json.RawMessage) json.RawMessage {
 	if json.Compact(&b, raw) != nil {
 		return json.RawMessage("{}")
 	}
-	return b.Bytes()
+	// A copy of its exact size: the buffer keeps spare capacity (64 bytes
+	// at least), which a walk would hold for every device and variable.
+	return bytes.Clone(b.Bytes())
 }
 
 // ref reads a reference to another resource given as an id string or as an
