@@ -1,6 +1,7 @@
 package fleetapi
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -153,10 +154,41 @@ func listPass[T any](ctx context.Context, c *Client, endpoint string, first *url
 
 // decodePage reads one list page. GET values pages go through
 // decodeValuesPage, which takes the NaN and Infinity tokens a data point may
-// hold; every other list is plain JSON.
+// hold; every other list is plain JSON, read as pageEnvelope's
+// UnmarshalJSON reads it, but in one pass of the decoder: through that
+// method the page would be scanned four times (the decoder's read, its
+// skip over the value, json.Unmarshal's check, the decoding), and a walk
+// of a large account is mostly this.
 func decodePage[T any](body io.Reader, page *pageEnvelope[T]) error {
 	if vp, ok := any(page).(*pageEnvelope[valueJSON]); ok {
 		return decodeValuesPage(body, vp)
 	}
-	return decodeJSON(body, page)
+	br := bufio.NewReader(body)
+	for {
+		c, err := br.ReadByte()
+		if err != nil {
+			// Empty or unreadable: as the decoder reports it.
+			return decodeJSON(br, page)
+		}
+		if c == ' ' || c == '\t' || c == '\n' || c == '\r' {
+			continue
+		}
+		_ = br.UnreadByte()
+		if c == '[' {
+			*page = pageEnvelope[T]{}
+			return decodeJSON(br, &page.Results)
+		}
+		break
+	}
+	var raw struct {
+		Count    json.RawMessage `json:"count"`
+		Next     json.RawMessage `json:"next"`
+		Previous json.RawMessage `json:"previous"`
+		Results  []T             `json:"results"`
+	}
+	if err := decodeJSON(br, &raw); err != nil {
+		return err
+	}
+	*page = pageEnvelope[T]{Count: raw.Count, Results: raw.Results, Next: link(raw.Next), Previous: link(raw.Previous)}
+	return nil
 }
