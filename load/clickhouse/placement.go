@@ -34,12 +34,14 @@ import (
 // rows, with the key its rows carry, and then the new layout, so that
 // variables seen from then on spread over every shard (see migrateLayout).
 // Before any growth the table is empty and every key is the hash, which is
-// also what the column's DEFAULT gives, and what today's sipHash64(variable_id)
-// sharding gave the rows of a cluster laid out before the key existed.
+// also what the column's DEFAULT gives, and where the sipHash64(variable_id)
+// sharding of schema version 4 put the rows of a cluster laid out before
+// the key existed.
 //
 // Writers agree without talking to each other: the key of a variable is a
 // function of the records and the recorded layout, which change only when
-// migrate grows the cluster, with the syncs stopped. A writer loads both
+// migrate grows the cluster, with the syncs stopped, and reach every server
+// before migrate returns (a quorum of all of them). A writer loads both
 // once per cycle (a sorted array of 12 bytes per recorded variable: 12 MB
 // for 10^6 variables, nothing before the first growth) and keys each row
 // in memory, with no round trip per batch.
