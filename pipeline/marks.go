@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"time"
 )
 
@@ -64,4 +65,26 @@ func earliest(a, b int64) int64 {
 		return b
 	}
 	return a
+}
+
+// MarkScanner is a StateStore that can hand its marks over one at a time,
+// each as Load has it: a cycle then keeps them in its compact form only
+// (a few integers a variable), never in a map of whole marks as well.
+type MarkScanner interface {
+	ScanMarks(ctx context.Context, fn func(Mark) error) error
+}
+
+// markVals is a mark as a cycle keeps it for each variable: the integers
+// the plan and the lag read (a cycle never reads UpdatedAt, and the id is
+// the key).
+type markVals struct {
+	hwm, lastActivity, checked, future int64
+}
+
+func valsOf(m Mark) markVals {
+	return markVals{hwm: m.HwmMs, lastActivity: m.LastActivityMs, checked: m.CheckedMs, future: m.FutureMs}
+}
+
+func (v markVals) mark(id string) Mark {
+	return Mark{VariableID: id, HwmMs: v.hwm, LastActivityMs: v.lastActivity, CheckedMs: v.checked, FutureMs: v.future}
 }

@@ -71,7 +71,7 @@ func InShard(variableID string, index, count int) bool {
 // the targets to read and the number of variables skipped as idle.
 func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Target, skipped int) {
 	o.reported = lastActivityReported(vars)
-	return planWith(vars, marks, o)
+	return planWith(vars, func(id string) (Mark, bool) { m, ok := marks[id]; return m, ok }, o)
 }
 
 // lastActivityReported says whether the service reports lastActivity at
@@ -90,27 +90,27 @@ func lastActivityReported(vars []Variable) bool {
 
 // planWith is Plan over a part of the fleet, o.reported saying whether the
 // whole fleet reports lastActivity.
-func planWith(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Target, skipped int) {
+func planWith(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions) (targets []Target, skipped int) {
 	skipped = planEach(vars, marks, o, func(t Target) { targets = append(targets, t) })
 	return targets, skipped
 }
 
 // countPlanned is how many targets Plan would return, and how many
 // variables it would skip, without holding the targets.
-func countPlanned(vars []Variable, marks map[string]Mark, o PlanOptions) (toRead, skipped int) {
+func countPlanned(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions) (toRead, skipped int) {
 	skipped = planEach(vars, marks, o, func(Target) { toRead++ })
 	return toRead, skipped
 }
 
 // planEach hands each target of vars to fn and returns the number of
-// variables skipped as idle.
-func planEach(vars []Variable, marks map[string]Mark, o PlanOptions, fn func(Target)) (skipped int) {
+// variables skipped as idle; marks gives a variable's mark.
+func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions, fn func(Target)) (skipped int) {
 	lookback := o.Lookback.Milliseconds()
 	for _, v := range vars {
 		if !InShard(v.ID, o.ShardIndex, o.ShardCount) {
 			continue
 		}
-		m, ok := marks[v.ID]
+		m, ok := marks(v.ID)
 		if o.SkipIdle && o.reported && ok && idle(v, m, o) {
 			skipped++
 			continue

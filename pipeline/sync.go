@@ -179,13 +179,12 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 		ShardIndex: s.opts.ShardIndex, ShardCount: s.opts.ShardCount,
 	}
 	if err := s.stage(ctx, StagePlan, func(ctx context.Context) error {
-		m, err := s.st.Load(ctx)
-		if err != nil {
+		var err error
+		if marks, err = loadCycleMarks(ctx, s.st); err != nil {
 			return fmt.Errorf("load marks: %w", err)
 		}
-		marks = &cycleMarks{StateStore: s.st, marks: m}
 		po.reported = lastActivityReported(vars)
-		toRead, sum.Skipped = countPlanned(vars, m, po)
+		toRead, sum.Skipped = countPlanned(vars, marks.get, po)
 		return nil
 	}); err != nil {
 		return err
@@ -201,7 +200,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 	if res.CommitErr != nil {
 		return res.CommitErr
 	}
-	if err := s.stage(ctx, StageLag, func(ctx context.Context) error { return s.lag(vars, marks.marks, now, sum) }); err != nil {
+	if err := s.stage(ctx, StageLag, func(ctx context.Context) error { return s.lag(vars, marks.get, now, sum) }); err != nil {
 		s.log.Warn("computing sync lag failed", zap.Error(err))
 	}
 	if len(partial) > 0 {
@@ -320,7 +319,7 @@ func (s *Syncer) moveChunks(ctx context.Context, vars []Variable, marks *cycleMa
 	var total RunResult
 	for start := 0; start < len(vars); start += chunk {
 		part := vars[start:min(start+chunk, len(vars))]
-		targets, _ := planWith(part, marks.snapshot(part), po)
+		targets, _ := planWith(part, marks.get, po)
 		if len(targets) == 0 {
 			continue
 		}
@@ -357,14 +356,36 @@ func (r *RunResult) add(o RunResult) {
 	}
 }
 
-// cycleMarks are a cycle's marks, read once when it is planned: the
-// StateStore its engine runs commit through, which merges each committed
-// mark into them as every store does (MergeMark), so that the lag is
-// computed without reading every mark again.
+// cycleMarks are a cycle's marks, read once when it is planned and kept
+// as a few integers a variable: the StateStore its engine runs commit
+// through, which merges each committed mark into them as every store does
+// (MergeMark), so that the lag is computed without reading every mark
+// again.
 type cycleMarks struct {
 	StateStore
 	mu    sync.Mutex
-	marks map[string]Mark
+	marks map[string]markVals
+}
+
+// loadCycleMarks reads the marks of st, as a stream when st is a
+// MarkScanner.
+func loadCycleMarks(ctx context.Context, st StateStore) (*cycleMarks, error) {
+	c := &cycleMarks{StateStore: st, marks: map[string]markVals{}}
+	if sc, ok := st.(MarkScanner); ok {
+		err := sc.ScanMarks(ctx, func(m Mark) error {
+			c.marks[m.VariableID] = valsOf(m)
+			return nil
+		})
+		return c, err
+	}
+	all, err := st.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for id, m := range all {
+		c.marks[id] = valsOf(m)
+	}
+	return c, nil
 }
 
 // Commit commits through the store, then merges what it committed.
@@ -375,23 +396,22 @@ func (c *cycleMarks) Commit(ctx context.Context, ms []Mark) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, m := range ms {
-		stored, ok := c.marks[m.VariableID]
-		c.marks[m.VariableID] = MergeMark(stored, ok, m)
+		v, ok := c.marks[m.VariableID]
+		c.marks[m.VariableID] = valsOf(MergeMark(v.mark(m.VariableID), ok, m))
 	}
 	return nil
 }
 
-// snapshot is the marks of vars as they are now.
-func (c *cycleMarks) snapshot(vars []Variable) map[string]Mark {
+// get is the mark of one variable (without UpdatedAt, which a cycle does
+// not read).
+func (c *cycleMarks) get(id string) (Mark, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make(map[string]Mark, len(vars))
-	for _, v := range vars {
-		if m, ok := c.marks[v.ID]; ok {
-			out[v.ID] = m
-		}
+	v, ok := c.marks[id]
+	if !ok {
+		return Mark{}, false
 	}
-	return out
+	return v.mark(id), true
 }
 
 // writeMetadata stores the walk's metadata. A SnapshotWriter gets the walk
@@ -464,10 +484,10 @@ func lagOf(v Variable, m Mark, ok bool, floor, now int64) time.Duration {
 
 // lag is the lag stage: each variable's lag (see Lag) from the cycle's
 // marks, observed one by one rather than listed.
-func (s *Syncer) lag(vars []Variable, marks map[string]Mark, now time.Time, sum *Summary) error {
+func (s *Syncer) lag(vars []Variable, marks func(id string) (Mark, bool), now time.Time, sum *Summary) error {
 	floor, end := s.Floor(now), s.opts.Now().UnixMilli()
 	for _, v := range vars {
-		m, ok := marks[v.ID]
+		m, ok := marks(v.ID)
 		l := lagOf(v, m, ok, floor, end)
 		if l > sum.LagMax {
 			sum.LagMax = l

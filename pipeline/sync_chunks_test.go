@@ -92,3 +92,47 @@ func TestCycleReadsTheMarksOnceAndMovesInChunksExactly(t *testing.T) {
 		})
 	}
 }
+
+// scanStore is a loadCountingStore that is also a MarkScanner.
+type scanStore struct {
+	*loadCountingStore
+	scans int
+}
+
+func (s *scanStore) ScanMarks(ctx context.Context, fn func(Mark) error) error {
+	s.scans++
+	marks, err := s.memStore.Load(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range marks {
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// A cycle on a MarkScanner reads the marks through one scan and never
+// loads them whole; the second cycle sees what the first committed.
+func TestCycleScansTheMarksOfAMarkScannerOnce(t *testing.T) {
+	now := time.UnixMilli(1_750_000_000_000)
+	mem, _ := fixture(5, 10, now.UnixMilli()-10*60_000)
+	st := &scanStore{loadCountingStore: &loadCountingStore{memStore: &memStore{marks: map[string]Mark{}}}}
+	w := &memWriter{rows: map[string]map[int64]Row{}}
+	s := NewSyncer(listingSource{mem}, w, Stages{}, st, SyncOptions{
+		Engine: EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour, Lookback: time.Hour, MoveChunk: 2,
+		Now: func() time.Time { return now },
+	}, nil, nil)
+	for range 2 {
+		if sum, err := s.Cycle(context.Background()); err != nil || sum.Completed != 5 {
+			t.Fatalf("cycle: %v, %d completed, want 5", err, sum.Completed)
+		}
+	}
+	if st.scans != 2 || st.loads != 0 {
+		t.Fatalf("two cycles scanned the marks %d times and loaded them %d times; want 2 and 0", st.scans, st.loads)
+	}
+	if len(st.memStore.marks) != 5 {
+		t.Fatalf("%d marks stored, want 5", len(st.memStore.marks))
+	}
+}

@@ -30,27 +30,46 @@ func NewClickHouse(c *chload.Client) *ClickHouse { return &ClickHouse{c: c, leas
 // FutureMs come from one row, the one holding that mark (on a tie, the one
 // of the latest read), so that they describe one read and never mix two.
 func (s *ClickHouse) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
+	marks := map[string]pipeline.Mark{}
+	err := s.ScanMarks(ctx, func(m pipeline.Mark) error {
+		marks[m.VariableID] = m
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return marks, nil
+}
+
+// A cycle reads the marks of the ClickHouse store as a stream.
+var _ pipeline.MarkScanner = (*ClickHouse)(nil)
+
+// ScanMarks hands each variable's mark, as Load has it, to fn as the rows
+// arrive, so that a cycle keeps them in its own compact form rather than
+// in a map of whole marks as well.
+func (s *ClickHouse) ScanMarks(ctx context.Context, fn func(pipeline.Mark) error) error {
 	table := s.c.Table(chload.TableSyncState)
 	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms)"
 	rows, err := s.c.Conn().Query(ctx,
 		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), max(updated_at) FROM "+
 			table+" GROUP BY variable_id")
 	if err != nil {
-		return nil, fmt.Errorf("load marks from %s (run `fleetsync migrate` if the table is missing): %w", table, err)
+		return fmt.Errorf("load marks from %s (run `fleetsync migrate` if the table is missing): %w", table, err)
 	}
 	defer rows.Close()
-	marks := map[string]pipeline.Mark{}
 	for rows.Next() {
 		var m pipeline.Mark
 		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.UpdatedAt); err != nil {
-			return nil, fmt.Errorf("load marks from %s: %w", table, err)
+			return fmt.Errorf("load marks from %s: %w", table, err)
 		}
-		marks[m.VariableID] = m
+		if err := fn(m); err != nil {
+			return err
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("load marks from %s: %w", table, err)
+		return fmt.Errorf("load marks from %s: %w", table, err)
 	}
-	return marks, nil
+	return nil
 }
 
 // Commit inserts the marks, retrying retryable failures. A mark smaller than
