@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -305,5 +306,76 @@ func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
 			t.Errorf("README query differs between the grown cluster (%d rows) and one server (%d rows):\n%s\nfirst rows: %v\nvs %v",
 				len(onCluster), len(onOne), q, onCluster[:min(3, len(onCluster))], onOne[:min(3, len(onOne))])
 		}
+	}
+}
+
+// TestClusterServerReplacedByTheDocumentedProcedureCatchesUpAndStaysExact
+// replaces a server of a synced cluster as docs/operations.md (Replacing a
+// server) says: a new, empty server with the same {shard} and a new
+// {replica} takes the old one's place in remote_servers, then fleetsync
+// migrate. The new server's replicas fetch what their siblings hold, no
+// variable moves, and the next cycles are exact.
+func TestClusterServerReplacedByTheDocumentedProcedureCatchesUpAndStaysExact(t *testing.T) {
+	ctx := context.Background()
+	cl := startOwnCluster(t, chserver.ClusterOptions{PerShardReplicaNames: true})
+	cw := newClusterWorldOn(t, cl, fleetsim.Options{})
+	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
+	cw.addRecentPoints("before")
+	cw.mustSync(cfg0, cfg1)
+	cw.settle()
+	before := cw.variablesByShard()
+
+	oldName := cl.ReplicaName(1, 0)
+	if err := cl.ReplaceServer(ctx, 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The configurations list the servers: the new one instead.
+	cfg0, cfg1 = cw.config(0, 2, ""), cw.config(1, 2, "")
+	if code, out, errs := cw.cli(ctx, "migrate", "--config", cfg0); code != 0 {
+		t.Fatalf("migrate after replacing a server exited %d: %s %s", code, out, lastLines(errs, 5))
+	}
+	cw.addRecentPoints("after")
+	cw.mustSync(cfg0, cfg1)
+	cw.settle() // the new replica holds its sibling's datapoints rows
+	cw.checkOracle()
+	cw.checkAnalystTables()
+	if after := cw.variablesByShard(); !reflect.DeepEqual(after, before) {
+		t.Errorf("variables per shard changed with the replacement: %d/%d before, %d/%d after", len(before[0]), len(before[1]), len(after[0]), len(after[1]))
+	}
+	// The tables kept whole on every server reach the new one too.
+	fresh, sibling := openConn(t, cl.Nodes[1][0].Addr()), openConn(t, cl.Nodes[1][1].Addr())
+	for _, table := range []string{"devices", "variables", "sync_state", "variable_shards", "shard_layout"} {
+		q := "SELECT count() FROM `" + cw.db + "`." + table
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var got, want uint64
+			errG := fresh.QueryRow(ctx, q).Scan(&got)
+			errW := sibling.QueryRow(ctx, q).Scan(&want)
+			if errG == nil && errW == nil && got == want {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the new server holds %d rows (%v), its sibling %d (%v)", table, got, errG, want, errW)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	// ZooKeeper keeps the old replica until it is removed by hand (the
+	// procedure's last step); the new one is there under its own name.
+	var names []string
+	rows, err := cw.conn.Query(ctx, "SELECT name FROM system.zookeeper WHERE path = '/clickhouse/tables/all/"+cw.db+"/devices/replicas' ORDER BY name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, n)
+	}
+	rows.Close()
+	if want := "02-" + cl.ReplicaName(1, 0); !slices.Contains(names, want) || !slices.Contains(names, "02-"+oldName) {
+		t.Errorf("replicas of devices in ZooKeeper: %v, want the new %s beside the old 02-%s", names, want, oldName)
 	}
 }

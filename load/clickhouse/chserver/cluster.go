@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +57,9 @@ type Cluster struct {
 	opts ClusterOptions
 	// taken are the ports reserved by the cluster's servers and ZooKeeper.
 	taken map[int]bool
+	// names are the {replica} macros of servers that replaced others
+	// (ReplaceServer), by shard and replica.
+	names map[[2]int]string
 }
 
 // StartCluster starts ZooKeeper, then every server at once, and waits until
@@ -119,6 +124,9 @@ func (c *Cluster) reservePorts(n int) ([]int, error) {
 
 // replicaName is the {replica} macro of replica r of shard s (from 0).
 func (c *Cluster) replicaName(s, r int) string {
+	if n, ok := c.names[[2]int{s, r}]; ok {
+		return n
+	}
 	if c.opts.ReplicaName != nil {
 		return c.opts.ReplicaName(s, r)
 	}
@@ -216,6 +224,117 @@ func (c *Cluster) nativePorts(ports [][]int, first int) [][]int {
 	return append(all, ports...)
 }
 
+// ReplicaName is the {replica} macro of replica r of shard s (from 0).
+func (c *Cluster) ReplicaName(s, r int) string { return c.replicaName(s, r) }
+
+// ReplaceServer replaces replica r of shard s (from 0) by a new, empty
+// server, the way an operator replaces a machine: the new server gets the
+// same {shard}, a {replica} name its shard has not used (the old one with
+// "-2" appended, then "-3", ...) and a new port; the old server is stopped
+// and its directory removed; the new host takes the old one's place in
+// remote_servers on every server, which reload it. Nothing is created on
+// the new server: that is `fleetsync migrate`'s work (ON CLUSTER).
+func (c *Cluster) ReplaceServer(ctx context.Context, s, r int) error {
+	old := c.Nodes[s][r]
+	name := c.replicaName(s, r)
+	base, n := name, 2
+	if i := strings.LastIndex(name, "-"); i > 0 {
+		if k, err := strconv.Atoi(name[i+1:]); err == nil {
+			base, n = name[:i], k+1
+		}
+	}
+	if c.names == nil {
+		c.names = map[[2]int]string{}
+	}
+	c.names[[2]int{s, r}] = fmt.Sprintf("%s-%d", base, n)
+	ports, err := c.reservePorts(1)
+	if err != nil {
+		return err
+	}
+	if err := old.Stop(); err != nil {
+		return fmt.Errorf("replace shard %d replica %d: stop the old server: %w", s+1, r+1, err)
+	}
+	shardPorts := make([]int, len(c.Nodes[s]))
+	for i, k := range c.Nodes[s] {
+		shardPorts[i] = k.tcpPort
+	}
+	shardPorts[r] = ports[0]
+	if err := c.startReplica(ctx, s, r, shardPorts); err != nil {
+		return fmt.Errorf("replace shard %d replica %d: %w", s+1, r+1, err)
+	}
+	fresh := c.Nodes[s][r]
+	if err := c.reloadRemoteServers(ctx, func(srv *Server) bool { return srv == fresh }); err != nil {
+		return fmt.Errorf("replace shard %d replica %d: %w", s+1, r+1, err)
+	}
+	return nil
+}
+
+// startReplica starts replica r of shard s on the native port
+// shardPorts[r], knowing the cluster with shard s on shardPorts, and puts
+// it in c.Nodes.
+func (c *Cluster) startReplica(ctx context.Context, s, r int, shardPorts []int) error {
+	all := c.nativePorts(nil, len(c.Nodes))
+	all[s] = shardPorts
+	o := c.opts.Server
+	o.TCPPort = shardPorts[r]
+	o.Interserver = true
+	extra, err := c.reservePorts(2)
+	if err != nil {
+		return err
+	}
+	o.HTTPPort, o.InterserverPort = extra[0], extra[1]
+	if o.Logger == nil {
+		o.Logger = c.opts.Logger
+	}
+	o.Extra = c.nodeExtra(remoteServers(c.name, all), s, r)
+	srv, err := Start(ctx, o)
+	if err != nil {
+		return err
+	}
+	c.Nodes[s][r] = srv
+	return srv.awaitZooKeeper(ctx)
+}
+
+// reloadRemoteServers writes every server's configuration again with the
+// cluster as c.Nodes has it (but those skip says are already so) and
+// waits until every server lists each server's port in system.clusters.
+func (c *Cluster) reloadRemoteServers(ctx context.Context, skip func(*Server) bool) error {
+	remote := remoteServers(c.name, c.nativePorts(nil, len(c.Nodes)))
+	for s, shard := range c.Nodes {
+		for r, n := range shard {
+			if skip(n) {
+				continue
+			}
+			n.extra = c.nodeExtra(remote, s, r)
+			if err := n.writeConfig(); err != nil {
+				return fmt.Errorf("server %s: %w", n.Addr(), err)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	var ports []string
+	for _, shard := range c.nativePorts(nil, len(c.Nodes)) {
+		for _, p := range shard {
+			ports = append(ports, strconv.Itoa(p))
+		}
+	}
+	q := fmt.Sprintf("SELECT count() FROM system.clusters WHERE cluster = '%s' HAVING count() = %d AND countIf(port IN (%s)) = %d",
+		c.name, len(ports), strings.Join(ports, ", "), len(ports))
+	for _, shard := range c.Nodes {
+		for _, n := range shard {
+			for queryOne(ctx, n.Addr(), q) != nil {
+				select {
+				case <-ctx.Done():
+					return fmt.Errorf("server %s does not list the cluster's servers in system.clusters after a minute", n.Addr())
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // AddShard grows the running cluster by one shard of as many replicas as
 // the others, the way an operator does: it starts the new servers, which
 // know the whole cluster, then appends the shard to the remote_servers of
@@ -233,28 +352,9 @@ func (c *Cluster) AddShard(ctx context.Context) error {
 	if err := c.startShards(ctx, [][]int{ports}, first); err != nil {
 		return fmt.Errorf("add shard %d: %w", first+1, err)
 	}
-	remote := remoteServers(c.name, c.nativePorts(nil, len(c.Nodes)))
-	for s, shard := range c.Nodes[:first] {
-		for r, n := range shard {
-			n.extra = c.nodeExtra(remote, s, r)
-			if err := n.writeConfig(); err != nil {
-				return fmt.Errorf("add shard %d: server %s: %w", first+1, n.Addr(), err)
-			}
-		}
-	}
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for _, shard := range c.Nodes {
-		for _, n := range shard {
-			q := fmt.Sprintf("SELECT uniqExact(shard_num) FROM system.clusters WHERE cluster = '%s' HAVING uniqExact(shard_num) = %d", c.name, len(c.Nodes))
-			for queryOne(ctx, n.Addr(), q) != nil {
-				select {
-				case <-ctx.Done():
-					return fmt.Errorf("add shard %d: server %s does not list it in system.clusters after a minute", first+1, n.Addr())
-				case <-time.After(200 * time.Millisecond):
-				}
-			}
-		}
+	fresh := c.Nodes[first]
+	if err := c.reloadRemoteServers(ctx, func(n *Server) bool { return slices.Contains(fresh, n) }); err != nil {
+		return fmt.Errorf("add shard %d: %w", first+1, err)
 	}
 	return nil
 }
