@@ -37,7 +37,7 @@ func (b *bench) profiled(ctx context.Context) error {
 	defer b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
 	t := b.o.tune
 	reg := prometheus.NewRegistry()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{Addr: []string{b.ch.Addr()}, Database: db, MaxOpenConns: t.InsertWorkers + 2}, nil, reg)
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{Addr: []string{b.ch.Addr()}, Database: db, MaxOpenConns: t.InsertWorkers + clickhouse.RollupConns}, nil, reg)
 	if err != nil {
 		return err
 	}

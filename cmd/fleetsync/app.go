@@ -152,11 +152,12 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		DialTimeout:   time.Duration(cfg.ClickHouse.DialTimeout),
 		InsertTimeout: time.Duration(cfg.ClickHouse.InsertTimeout),
 		MaxElapsed:    time.Duration(cfg.ClickHouse.RetryMaxElapsed),
-		MaxOpenConns:  cfg.Sync.InsertWorkers + 2,
+		MaxOpenConns:  cfg.Sync.InsertWorkers + clickhouse.RollupConns,
 		Compression:   cfg.ClickHouse.Compression,
 		TLS:           chTLS,
 		Cluster:       cfg.ClickHouse.Cluster,
 		ZookeeperPath: cfg.ClickHouse.ZookeeperPath,
+		HoldRollups:   cfg.Sync.Rollups,
 	}, log.Named("clickhouse"), a.reg)
 	if err != nil {
 		var ce *clickhouse.ConfigError

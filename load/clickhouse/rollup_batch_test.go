@@ -31,15 +31,19 @@ func TestBatchesShareStatementsOnlyWithinSlack(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		touched []pipeline.Touched
+		limit   int
 		of      func(pipeline.Touched) window
 		want    []int // variables per batch
 	}{
-		{"a backfill's ranges share statements of rollupBatch", backfill, hourly, []int{500, 500}},
-		{"a late point a week back reads the week alone", incremental, hourly, []int{1, 3}},
-		{"latest rows of a cycle read from the same hours", incremental, latest, []int{4}},
+		{"a backfill's ranges share statements of rollupBatch", backfill, rollupBatch, hourly, []int{500, 500}},
+		{"no statement is longer than the limit", backfill, 300, hourly, []int{300, 300, 300, 100}},
+		{"a limit above rollupBatch is rollupBatch", backfill, 5000, hourly, []int{500, 500}},
+		{"a late point a week back reads the week alone", incremental, rollupBatch, hourly, []int{1, 3}},
+		{"hourlyStreams statements for a cycle's variables", incremental, 2, hourly, []int{1, 2, 1}},
+		{"latest rows of a cycle read from the same hours", incremental, rollupBatch, latest, []int{4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := batches(tc.touched, tc.of)
+			got := batches(tc.touched, tc.limit, tc.of)
 			var sizes []int
 			seen := map[string]bool{}
 			for _, b := range got {
