@@ -73,12 +73,14 @@ func (b *bench) fleetSizeOne(ctx context.Context, sec *section, devices int) err
 	b.logf("fleetsim pid %d on %s: %d devices × %d variables × %d points", sim.pid(), sim.url, devices, fleetVarsPerDevice, fleetPointsPerVar)
 	tag := fmt.Sprintf("%d variables", nvars)
 	key := strconv.Itoa(nvars)
-	type cycleFigs struct{ wall, rss, cpu, meta, metaDV *figure }
+	type cycleFigs struct{ wall, rss, cpu, simCPU, chCPU, meta, metaDV *figure }
 	figs := func(name, keyName string) cycleFigs {
 		return cycleFigs{
 			wall:   sec.fig("fleet-wall-"+keyName+"-"+key, tag+", "+name+": wall time of `fleetsync sync`", "s", 1),
 			rss:    sec.fig("fleet-rss-"+keyName+"-"+key, tag+", "+name+": peak RSS of fleetsync", "MiB", 0),
 			cpu:    sec.fig("fleet-cpu-"+keyName+"-"+key, tag+", "+name+": fleetsync CPU (user+sys)", "CPU-s", 1),
+			simCPU: sec.fig("", tag+", "+name+": fleetsim CPU meanwhile", "CPU-s", 1),
+			chCPU:  sec.fig("", tag+", "+name+": clickhouse-server CPU meanwhile", "CPU-s", 1),
 			meta:   sec.fig("fleet-meta-"+keyName+"-"+key, tag+", "+name+": metadata rows written", "rows", 0),
 			metaDV: sec.fig("", tag+", "+name+": of which devices and variables", "rows", 0),
 		}
@@ -106,10 +108,12 @@ func (b *bench) fleetSizeOne(ctx context.Context, sec *section, devices int) err
 			f.wall.add(res.wall.Seconds())
 			f.rss.add(float64(res.maxRSS) / (1 << 20))
 			f.cpu.add(res.user + res.sys)
+			f.simCPU.add(res.simCPU)
+			f.chCPU.add(res.chCPU)
 			f.meta.add(float64(all))
 			f.metaDV.add(float64(dv))
-			b.logf("fleet %s run %d %s: %.1fs, peak RSS %.0f MiB, CPU %.1fs user + %.1fs sys, %d variables read, %d points, %d metadata rows (%d devices and variables)",
-				tag, r+1, name, res.wall.Seconds(), float64(res.maxRSS)/(1<<20), res.user, res.sys, res.log.Read, res.log.Points, all, dv)
+			b.logf("fleet %s run %d %s: %.1fs, peak RSS %.0f MiB, CPU %.1fs user + %.1fs sys (fleetsim %.1fs, clickhouse %.1fs), %d variables read, %d points, %d metadata rows (%d devices and variables)",
+				tag, r+1, name, res.wall.Seconds(), float64(res.maxRSS)/(1<<20), res.user, res.sys, res.simCPU, res.chCPU, res.log.Read, res.log.Points, all, dv)
 			return res, nil
 		}
 		err := func() error {
