@@ -10,8 +10,7 @@ import (
 // one request, with a consumer that recycles handed-off chunks the way the
 // loaders do after an INSERT.
 func benchSink(vars int) (*frameSink, func()) {
-	r := &pass{byID: map[string]*targetState{}, chunks: make(chan *Batch, 4)}
-	r.pool.New = func() any { return new(Batch) }
+	r := &reader{byID: map[string]*targetState{}, out: newChunks(4)}
 	targets := make([]*targetState, vars)
 	for i := range targets {
 		v := Variable{
@@ -20,21 +19,18 @@ func benchSink(vars int) (*frameSink, func()) {
 			DeviceLabel: fmt.Sprintf("tracker-%04d", i/4),
 			Label:       [...]string{"temperature", "humidity", "battery", "position"}[i%4],
 		}
-		targets[i] = &targetState{Target: Target{Variable: v, End: 1 << 62}, pending: 1}
+		targets[i] = &targetState{Target: Target{Variable: v, End: 1 << 62}, reads: 1}
 		r.byID[v.ID] = targets[i]
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for c := range r.chunks {
-			c.Reset()
-			r.pool.Put(c)
+		for c := range r.out.full {
+			r.out.recycle(c)
 		}
 	}()
-	chunk := r.pool.Get().(*Batch)
-	chunk.Reset()
-	s := &frameSink{p: r, req: &request{targets: targets}, chunk: chunk, limit: 1 << 30}
-	return s, func() { close(r.chunks); <-done }
+	s := &frameSink{r: r, req: &request{targets: targets}, chunk: r.out.get(), limit: 1 << 30}
+	return s, func() { r.out.close(); <-done }
 }
 
 // BenchmarkBatchBuild measures the frameSink append path (decoded point →

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"sync/atomic"
 
 	"go.uber.org/zap"
 )
@@ -199,42 +200,55 @@ func minimumRequests(points []int64, limit, perRequest int) int64 {
 	return max((frames+int64(perRequest)-1)/int64(max(perRequest, 1)), most)
 }
 
-// proveWhole tries the proofs of steps 1 and 2 (see the top of this file)
-// when the source counts, and returns the frames not proven whole, each
-// with its count and, when step 2 held, its proven inner window. A failed
-// count proves nothing. Rows of a frame that will be read again are noted
-// as re-loaded, so that the rows-served ratio counts each point once.
-func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []cutFrame {
-	cs, ok := p.e.src.(CountSource)
-	if !ok || len(cuts) == 0 || ctx.Err() != nil || p.noCounts.Load() {
-		p.noteReloads(cuts)
-		return cuts
+// prover asks the counts of steps 1 and 2 (see the top of this file) for
+// the frames of one pass.
+type prover struct {
+	// src is nil when the source cannot count.
+	src CountSource
+	log *zap.Logger
+	// asked is the count requests asked; off is set once a count failed
+	// in a way that would repeat.
+	asked atomic.Int64
+	off   atomic.Bool
+}
+
+// newProver is the prover of e's source.
+func newProver(e *Engine) *prover {
+	cs, _ := e.src.(CountSource)
+	return &prover{src: cs, log: e.log}
+}
+
+// prove tries the proofs of steps 1 and 2 (see the top of this file) when
+// the source counts. It returns the frames the count of the request's
+// window proved whole, and the frames left, each with its count and, when
+// step 2 held, its proven inner window. A failed count proves nothing. It
+// touches no target: the reader notes what the proofs showed
+// (noteProofs).
+func (pr *prover) prove(ctx context.Context, req *request, cuts []cutFrame) (left, whole []cutFrame) {
+	if pr.src == nil || len(cuts) == 0 || ctx.Err() != nil || pr.off.Load() {
+		return cuts, nil
 	}
 	ids := make([]string, len(cuts))
 	for i, c := range cuts {
 		ids[i] = c.t.Variable.ID
 	}
 	reach := req.seriesEnd()
-	p.counts.Add(1)
-	counts, err := cs.Count(ctx, ids, req.start, reach)
+	pr.asked.Add(1)
+	counts, err := pr.src.Count(ctx, ids, req.start, reach)
 	if err != nil || len(counts) != len(cuts) {
-		p.countFailed(len(ids), err)
-		p.noteReloads(cuts)
-		return cuts
+		pr.failed(len(ids), err)
+		return cuts, nil
 	}
-	var left []cutFrame
-	p.mu.Lock()
 	for i, c := range cuts {
 		if counts[i] >= 0 && counts[i] == int64(c.stats.points) {
-			c.t.futureMs = earliest(c.t.futureMs, c.stats.futureSeen)
+			whole = append(whole, c)
 			continue
 		}
 		c.count = counts[i]
 		left = append(left, c)
 	}
-	p.mu.Unlock()
 	if len(left) == 0 {
-		return nil
+		return nil, whole
 	}
 	// Step 2. A limit that truncates in time leaves one end of the window
 	// whole: keeping the newest points, [min, reach]; keeping the oldest,
@@ -285,10 +299,10 @@ func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []
 		for _, i := range open {
 			ids = append(ids, left[i].t.Variable.ID)
 		}
-		p.counts.Add(1)
-		got, err := cs.Count(ctx, ids, w.start, w.end)
+		pr.asked.Add(1)
+		got, err := pr.src.Count(ctx, ids, w.start, w.end)
 		if err != nil || len(got) != len(open) {
-			p.countFailed(len(ids), err)
+			pr.failed(len(ids), err)
 			break
 		}
 		for k, i := range open {
@@ -298,41 +312,39 @@ func (p *pass) proveWhole(ctx context.Context, req *request, cuts []cutFrame) []
 			}
 		}
 	}
-	p.mu.Lock()
-	for _, c := range left {
-		if c.inner && c.innerHi == reach {
-			// The window proven reaches as far as the request did: the
-			// earliest point ahead it saw is the earliest there is.
-			c.t.futureMs = earliest(c.t.futureMs, c.stats.futureSeen)
-		}
-	}
-	p.mu.Unlock()
-	p.noteReloads(left)
-	return left
+	return left, whole
 }
 
-// countFailed notes a count that proved nothing. One that would fail the
-// same way again (a 4xx, an answer it could not read) stops the pass from
+// failed notes a count that proved nothing. One that would fail the same
+// way again (a 4xx, an answer it could not read) stops the pass from
 // asking more: each would cost a request and prove nothing, and the cut
 // frames are read again in halves, as without counts.
-func (p *pass) countFailed(variables int, err error) {
-	if err == nil || IsRetryable(err) || p.noCounts.Swap(true) {
-		p.e.log.Debug("counting the points of cut frames failed; reading their windows again", zap.Int("variables", variables), zap.Error(err))
+func (pr *prover) failed(variables int, err error) {
+	if err == nil || IsRetryable(err) || pr.off.Swap(true) {
+		pr.log.Debug("counting the points of cut frames failed; reading their windows again", zap.Int("variables", variables), zap.Error(err))
 		return
 	}
-	p.e.log.Warn("the service's counts cannot prove frames of rows_per_request rows whole; this run reads them again in halves instead (raising sync.rows_per_request above the points per variable avoids cut frames)",
+	pr.log.Warn("the service's counts cannot prove frames of rows_per_request rows whole; this run reads them again in halves instead (raising sync.rows_per_request above the points per variable avoids cut frames)",
 		zap.Error(err))
 }
 
-// noteReloads counts the rows of cut frames that their re-reads load
-// again: all of them, or those outside the proven inner window.
-func (p *pass) noteReloads(cuts []cutFrame) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cuts {
+// noteProofs notes on the targets what the proofs of a request's cut
+// frames showed, reach being how far the request read: the earliest point
+// ahead that a frame proven up to reach saw is the earliest there is, and
+// the rows of a frame left, but for those in its proven inner window, are
+// loaded again by its re-reads (reloaded), so that the rows-served ratio
+// counts each point once. The caller holds the reader's lock.
+func noteProofs(reach int64, left, whole []cutFrame) {
+	for _, c := range whole {
+		c.t.futureMs = earliest(c.t.futureMs, c.stats.futureSeen)
+	}
+	for _, c := range left {
 		n := c.stats.loaded
 		if c.inner {
 			n = max(n-between(c.ts, c.innerLo, c.innerHi), 0)
+			if c.innerHi == reach {
+				c.t.futureMs = earliest(c.t.futureMs, c.stats.futureSeen)
+			}
 		}
 		c.t.reloaded += int64(n)
 	}

@@ -1,20 +1,20 @@
 package pipeline
 
 // The engine moves the points of a set of targets from a Source to a Writer
-// in stages, each in a file named for it: fetch.go (the request queue's
-// workers), density.go (the proofs and remainders of frames the limit may
-// have cut), split.go (their re-reads and failures confined to a variable),
-// floor.go (the retention-floor search), rows.go (decoded points to rows),
-// load.go (the streaming loader), commit.go (acknowledgements and marks),
-// with the mark rules in marks.go. This file holds the Engine and one pass
-// over its targets.
+// and commits their marks. A pass over the targets is a reader (reader.go:
+// the request queue, frames, cut frames and their proofs, the retention
+// floor), loaders (load.go: the streaming INSERTs) and a committer
+// (committer.go: holds, acknowledgements, marks, the Rollup hook, the
+// commit loop), joined by acknowledgements: the reader hands chunks of
+// rows to the loaders and tells the committer when it is done with a
+// target; the loaders acknowledge the rows' spans to the committer. This
+// file holds the Engine, its runs and the composition of a pass.
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -95,37 +95,6 @@ func NewEngine(src Source, w Writer, st StateStore, opts EngineOptions, markFn M
 	return &Engine{src: src, w: w, st: st, log: logger, m: m, opts: opts, markFn: markFn}
 }
 
-// pass is the state of one pass of Engine.Run over its targets: the
-// request queue, the chunks between fetchers and loaders, the retention
-// floor as the service showed it, and the marks ready to commit.
-type pass struct {
-	e       *Engine
-	byID    map[string]*targetState
-	q       *queue
-	chunks  chan *Batch
-	pool    sync.Pool
-	floor   atomic.Int64
-	floorMu sync.Mutex
-	moved   bool
-
-	mu        sync.Mutex
-	commitErr error
-	ready     []Mark
-	touched   []Touched
-	rolledFor time.Duration
-	failed    []*TargetError
-	complete  int
-	points    atomic.Int64
-	requests  atomic.Int64
-	splits    atomic.Int64
-	// counts are the count requests that tried to prove cut frames whole;
-	// served the rows the source served in all frames.
-	counts atomic.Int64
-	served atomic.Int64
-	// noCounts is set once a count failed in a way that would repeat.
-	noCounts atomic.Bool
-}
-
 // loadPasses bounds how often a run reads again the targets whose rows
 // ClickHouse lost mid-INSERT (a streamed INSERT cannot be resent, so its
 // rows are read from the source anew).
@@ -187,75 +156,53 @@ func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
 
 // pass is one pass of Run over targets, with the retention floor at floor.
 func (e *Engine) pass(ctx context.Context, targets []Target, floor int64) RunResult {
-	p := &pass{e: e, byID: make(map[string]*targetState, len(targets))}
-	p.floor.Store(floor)
-	p.pool.New = func() any { return new(Batch) }
-	states := make([]*targetState, 0, len(targets))
+	seen := make(map[string]bool, len(targets))
+	unique := make([]Target, 0, len(targets))
 	for _, t := range targets {
-		ts := &targetState{Target: t, start: t.Start, end: t.End, pending: 1}
-		if _, dup := p.byID[t.Variable.ID]; dup {
-			continue
+		if !seen[t.Variable.ID] {
+			seen[t.Variable.ID] = true
+			unique = append(unique, t)
 		}
-		p.byID[t.Variable.ID] = ts
-		states = append(states, ts)
 	}
-	p.q = newQueue(ctx)
-	for _, req := range Group(states, e.opts.VariablesPerRequest) {
-		p.q.push(req)
-	}
-	p.q.doneAdding()
+	c := newCommitter(e, unique)
+	out := newChunks(e.opts.InsertWorkers)
+	r := newReader(ctx, e, unique, floor, out, c)
 
-	p.chunks = make(chan *Batch, e.opts.InsertWorkers)
 	var loaders sync.WaitGroup
 	for range e.opts.InsertWorkers {
 		loaders.Add(1)
-		go func() { defer loaders.Done(); p.loader(ctx) }()
+		go func() { defer loaders.Done(); load(ctx, e.w, e.opts, out, c.ack) }()
 	}
 	commitDone := make(chan struct{})
 	stopCommit := make(chan struct{})
-	go func() { defer close(commitDone); p.committer(ctx, stopCommit) }()
-
-	var fetchers sync.WaitGroup
-	for range e.opts.MaxInFlight {
-		fetchers.Add(1)
-		go func() { defer fetchers.Done(); p.fetcher(ctx) }()
-	}
-	fetchers.Wait()
-	close(p.chunks)
+	go func() { defer close(commitDone); c.run(ctx, stopCommit) }()
+	r.run(ctx)
 	loaders.Wait()
 	close(stopCommit)
 	<-commitDone
 
 	res := RunResult{Moved: Moved{
-		Targets:  len(states),
-		Points:   p.points.Load(),
-		Requests: p.requests.Load(),
-		Splits:   p.splits.Load(),
+		Targets:  len(unique),
+		Requests: r.n.requests.Load() + r.floor.probes.Load(),
+		Splits:   r.n.splits.Load(),
 
-		CountRequests: p.counts.Load(),
-		RowsServed:    p.served.Load(),
+		CountRequests: r.proofs.asked.Load(),
+		RowsServed:    r.n.served.Load(),
 	}}
-	p.mu.Lock()
-	res.Completed = p.complete
-	res.Failed = p.failed
-	perVar := make([]int64, len(states))
-	for i, ts := range states {
-		perVar[i] = ts.points - ts.reloaded
-		res.Reloaded += ts.reloaded
-	}
-	p.mu.Unlock()
-	res.MinRequests = minimumRequests(perVar, e.opts.RowsPerRequest, e.opts.VariablesPerRequest)
-	// Targets never finished (the run was cancelled) count as failed, so the
+	c.result(&res)
+	// Targets never done (the run was cancelled) count as failed, so the
 	// caller reports them and their marks stay where they were.
-	for _, ts := range states {
-		if ts.pending > 0 {
+	perVar := make([]int64, len(unique))
+	for i, t := range unique {
+		ts := r.byID[t.Variable.ID]
+		points, done := c.loaded(t.Variable.ID)
+		perVar[i] = points - ts.reloaded
+		res.Reloaded += ts.reloaded
+		if !done {
 			res.Failed = append(res.Failed, &TargetError{Variable: ts.Variable, Start: ts.start, End: ts.end, Err: context.Cause(ctx)})
 		}
 	}
-	if p.moved {
-		res.FloorMovedTo = p.floor.Load()
-	}
-	res.CommitErr = p.commitErr
-	res.Rollup = p.rolledFor
+	res.MinRequests = minimumRequests(perVar, e.opts.RowsPerRequest, e.opts.VariablesPerRequest)
+	res.FloorMovedTo = r.floor.movedTo()
 	return res
 }

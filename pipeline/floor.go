@@ -3,52 +3,86 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
 )
 
-// moveFloor reacts to a 403003: the account's window is shorter than
-// configured (or the service's clock is ahead of ours). It searches the
-// service's real floor with probes of one millisecond (see findFloor) and
-// moves the floor to it plus FloorMargin, so that nothing the service still
-// holds is skipped and the search costs a few dozen requests, not one per
-// hour of the gap. Points before the new floor are out of reach; that is
-// logged once per run. An error is a probe's failure for another reason.
-func (p *pass) moveFloor(ctx context.Context, req *request, err error) error {
-	p.floorMu.Lock()
-	defer p.floorMu.Unlock()
-	cur := p.floor.Load()
-	if req.start < cur {
+// retentionFloor is the earliest timestamp a pass's requests reach: the
+// configured floor, moved forward when the service rejects a range as
+// past its retention.
+type retentionFloor struct {
+	e  *Engine
+	mu sync.Mutex // one search at a time
+	at atomic.Int64
+	// moved is set once a rejection moved at; probes counts the requests
+	// the searches cost.
+	moved  bool
+	probes atomic.Int64
+}
+
+// newRetentionFloor is a floor at at.
+func newRetentionFloor(e *Engine, at int64) *retentionFloor {
+	f := &retentionFloor{e: e}
+	f.at.Store(at)
+	return f
+}
+
+// move reacts to a 403003 (err) for a request of variable id over [start,
+// end]: the account's window is shorter than configured (or the service's
+// clock is ahead of ours). It searches the service's real floor with probes
+// of one millisecond (see find) and moves the floor to it plus
+// FloorMargin, so that nothing the service still holds is skipped and the
+// search costs a few dozen requests, not one per hour of the gap. Points
+// before the new floor are out of reach; that is logged once per run. An
+// error is a probe's failure for another reason.
+func (f *retentionFloor) move(ctx context.Context, id string, start, end int64, err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	cur := f.at.Load()
+	if start < cur {
 		return nil // another request moved it already; retry at the new floor
 	}
-	found, perr := p.findFloor(ctx, req.targets[0].Variable.ID, max(cur, req.start), req.end)
+	found, perr := f.find(ctx, id, max(cur, start), end)
 	if perr != nil {
 		return fmt.Errorf("searching the service's retention floor after %w: %w", err, perr)
 	}
-	next := found + p.e.opts.FloorMargin.Milliseconds()
-	p.floor.Store(next)
-	if !p.moved {
-		p.e.log.Warn("the service rejected a range as past its retention window; moving the retention floor forward (set source.retention to the account's real window to avoid this)",
-			zap.String("configured_floor", msTime(p.e.opts.Floor)), zap.String("service_floor", msTime(found)),
+	next := found + f.e.opts.FloorMargin.Milliseconds()
+	f.at.Store(next)
+	if !f.moved {
+		f.e.log.Warn("the service rejected a range as past its retention window; moving the retention floor forward (set source.retention to the account's real window to avoid this)",
+			zap.String("configured_floor", msTime(f.e.opts.Floor)), zap.String("service_floor", msTime(found)),
 			zap.String("new_floor", msTime(next)), zap.Error(err))
 	}
-	p.moved = true
+	f.moved = true
 	return nil
 }
 
-// floorResolution is how close findFloor gets to the service's floor.
+// movedTo is the floor when a rejection moved it, zero otherwise; the pass
+// reads it once its fetchers are done.
+func (f *retentionFloor) movedTo() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.moved {
+		return 0
+	}
+	return f.at.Load()
+}
+
+// floorResolution is how close find gets to the service's floor.
 const floorResolution = int64(time.Second / time.Millisecond)
 
-// findFloor returns the earliest start (within floorResolution) that the
+// find returns the earliest start (within floorResolution) that the
 // service accepts for the variable id, given that it rejected lo; end+1
 // when it rejects everything up to end. It probes [t, t] windows: forward
 // in doubling steps from one hour until one is accepted, then by bisection
 // between the last rejected and the first accepted probe.
-func (p *pass) findFloor(ctx context.Context, id string, lo, end int64) (int64, error) {
+func (f *retentionFloor) find(ctx context.Context, id string, lo, end int64) (int64, error) {
 	probe := func(at int64) (bool, error) {
-		p.requests.Add(1)
-		err := p.e.src.Series(ctx, SeriesRequest{VariableIDs: []string{id}, Start: at, End: at, Limit: 1}, discardSink{})
+		f.probes.Add(1)
+		err := f.e.src.Series(ctx, SeriesRequest{VariableIDs: []string{id}, Start: at, End: at, Limit: 1}, discardSink{})
 		switch {
 		case err == nil:
 			return true, nil

@@ -2,25 +2,57 @@ package pipeline
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
-// handoff passes a chunk to the loaders. Each of its spans holds its target
-// from the moment the span is added until the chunk is acknowledged.
-func (p *pass) handoff(chunk *Batch) {
-	if chunk.Len() == 0 {
-		chunk.Reset()
-		p.pool.Put(chunk)
-		return
-	}
-	p.chunks <- chunk
+// chunks carries the reader's filled chunks to the loaders, and back to a
+// pool once they are appended to an INSERT, so that a pass allocates only
+// the chunks in flight.
+type chunks struct {
+	full chan *Batch
+	pool sync.Pool
 }
 
-// loader loads the chunks it is handed: each chunk is appended to the open
+// newChunks is a channel of chunks with room for n.
+func newChunks(n int) *chunks {
+	c := &chunks{full: make(chan *Batch, n)}
+	c.pool.New = func() any { return new(Batch) }
+	return c
+}
+
+// get returns an empty chunk.
+func (c *chunks) get() *Batch {
+	b := c.pool.Get().(*Batch)
+	b.Reset()
+	return b
+}
+
+// send passes b to the loaders; an empty one goes back to the pool. Each
+// of b's spans holds its target from the moment the span is added until
+// the loaders acknowledge it.
+func (c *chunks) send(b *Batch) {
+	if b.Len() == 0 {
+		c.recycle(b)
+		return
+	}
+	c.full <- b
+}
+
+// recycle returns a chunk whose rows are no longer needed to the pool.
+func (c *chunks) recycle(b *Batch) {
+	b.Reset()
+	c.pool.Put(b)
+}
+
+// close tells the loaders that no chunk follows.
+func (c *chunks) close() { close(c.full) }
+
+// load loads the chunks it is handed: each chunk is appended to the open
 // INSERT and recycled at once, keeping only its spans until the INSERT is
-// committed, so BatchRows sizes the INSERT without costing memory.
-func (p *pass) loader(ctx context.Context) {
-	o := p.e.opts
+// committed, so BatchRows sizes the INSERT without costing memory. Once an
+// INSERT is committed or failed, ack is told of its spans.
+func load(ctx context.Context, w Writer, o EngineOptions, in *chunks, ack func(spans []Span, err error)) {
 	var (
 		ins   Insert
 		spans []Span
@@ -34,7 +66,7 @@ func (p *pass) loader(ctx context.Context) {
 	timer := time.NewTimer(o.BatchAge)
 	defer timer.Stop()
 	settle := func(err error) {
-		p.ackSpans(spans, err)
+		ack(spans, err)
 		ins, spans, rows, size = nil, spans[:0], 0, 0
 	}
 	commit := func() {
@@ -43,18 +75,18 @@ func (p *pass) loader(ctx context.Context) {
 		}
 	}
 	add := func(c *Batch) {
-		defer func() { c.Reset(); p.pool.Put(c) }()
+		defer in.recycle(c)
 		if down != nil {
-			p.ackSpans(c.Spans, down)
+			ack(c.Spans, down)
 			return
 		}
 		if ins == nil {
 			// Loads finish even when the run is cancelled: these rows were
 			// fetched, and committing them is what makes a restart cheap.
 			var err error
-			if ins, err = p.e.w.Begin(context.WithoutCancel(ctx)); err != nil {
+			if ins, err = w.Begin(context.WithoutCancel(ctx)); err != nil {
 				down = err
-				p.ackSpans(c.Spans, down)
+				ack(c.Spans, down)
 				return
 			}
 			timer.Reset(o.BatchAge)
@@ -73,7 +105,7 @@ func (p *pass) loader(ctx context.Context) {
 	}
 	for {
 		select {
-		case c, ok := <-p.chunks:
+		case c, ok := <-in.full:
 			if !ok {
 				commit()
 				return

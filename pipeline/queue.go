@@ -3,7 +3,30 @@ package pipeline
 import (
 	"context"
 	"sync"
+
+	"github.com/cenkalti/backoff/v4"
 )
+
+// request is one raw-series request over [start, end]. An open request
+// reaches futureHorizon past end: the rows beyond end are not loaded, only
+// noted (targetState.futureMs).
+type request struct {
+	targets []*targetState
+	start   int64
+	end     int64
+	open    bool
+	attempt int
+	// backoff spaces the re-reads of a response that failed mid-stream.
+	backoff backoff.BackOff
+}
+
+// seriesEnd is the end the request sends.
+func (q *request) seriesEnd() int64 {
+	if q.open {
+		return q.end + futureHorizon.Milliseconds()
+	}
+	return q.end
+}
 
 // queue is the work list of requests. Splits add work while fetchers run, so
 // it closes only when nothing is queued and nothing is being worked on.

@@ -45,7 +45,7 @@ type Rollup interface {
 // false when nothing: the range of its loaded rows widened down to
 // t.From, or, when it loaded nothing, the part of its window the floor
 // cut off.
-func (t *targetState) touchedOf() (Touched, bool) {
+func (t *hold) touchedOf() (Touched, bool) {
 	switch {
 	case t.points > 0:
 		return Touched{VariableID: t.Variable.ID, FromMs: min(t.minTs, t.From), ToMs: t.maxTs, Loaded: true}, true
@@ -59,25 +59,23 @@ func (t *targetState) touchedOf() (Touched, bool) {
 // the warehouse holds may be one a stopped pass loaded.
 const noMark = math.MinInt64
 
-// rollUp hands touched to the hook, timed as StageRollup, and returns how
-// long it took.
-func (p *pass) rollUp(ctx context.Context, touched []Touched) (time.Duration, error) {
-	if len(touched) == 0 || p.e.opts.Rollup == nil {
+// rollUp hands touched to the hook (none when nil), timed as StageRollup,
+// and returns how long it took.
+func rollUp(ctx context.Context, hook Rollup, m *Metrics, touched []Touched) (time.Duration, error) {
+	if len(touched) == 0 || hook == nil {
 		return 0, nil
 	}
 	start := time.Now()
 	// Like the loads, the hook finishes when the run is cancelled: its
 	// points are loaded, and the marks wait for it.
-	err := p.e.opts.Rollup.Recompute(context.WithoutCancel(ctx), touched)
+	err := hook.Recompute(context.WithoutCancel(ctx), touched)
 	took := time.Since(start)
-	p.e.m.stageDuration.WithLabelValues(StageRollup).Observe(took.Seconds())
-	// Only the committer calls rollUp; res reads it after the committer ended.
-	p.rolledFor += took
+	m.stageDuration.WithLabelValues(StageRollup).Observe(took.Seconds())
 	ok := 1.0
 	if err != nil {
 		ok = 0
 		err = fmt.Errorf("recompute the rollups of %d variables: %w", len(touched), err)
 	}
-	p.e.m.stageSuccess.WithLabelValues(StageRollup).Set(ok)
+	m.stageSuccess.WithLabelValues(StageRollup).Set(ok)
 	return took, err
 }

@@ -9,7 +9,7 @@ import (
 // the limit may have cut (see density.go) and hands full chunks to the
 // loaders at frame boundaries.
 type frameSink struct {
-	p     *pass
+	r     *reader
 	req   *request
 	chunk *Batch
 	limit int
@@ -73,9 +73,9 @@ func (s *frameSink) Point(i int, p Point) error {
 		// A long frame does not wait for its end in the chunk: the chunk,
 		// hence the memory, stays at maxChunkRows whatever the limit and
 		// the response size. Its rows so far become a span of their own.
-		s.p.mu.Lock()
+		s.r.mu.Lock()
 		s.closeSpan(t)
-		s.p.mu.Unlock()
+		s.r.mu.Unlock()
 		s.frameMax = 0
 		s.nextChunk()
 	}
@@ -83,22 +83,21 @@ func (s *frameSink) Point(i int, p Point) error {
 }
 
 // closeSpan ends the span of the current frame's rows in the chunk, which
-// holds t until they are acknowledged. Caller holds s.p.mu.
+// holds t until they are acknowledged. Caller holds s.r.mu.
 func (s *frameSink) closeSpan(t *targetState) {
 	n := s.chunk.Len() - s.frameStart
 	if n <= 0 {
 		return
 	}
 	s.chunk.Spans = append(s.chunk.Spans, Span{VariableID: t.Variable.ID, Rows: n, MinTsMs: s.frameMin, MaxTsMs: s.frameMax})
-	t.pending++
+	t.spans++
 	s.frameLoaded += n
 }
 
 // nextChunk hands the chunk to the loaders and starts an empty one.
 func (s *frameSink) nextChunk() {
-	s.p.handoff(s.chunk)
-	s.chunk = s.p.pool.Get().(*Batch)
-	s.chunk.Reset()
+	s.r.out.send(s.chunk)
+	s.chunk = s.r.out.get()
 	s.reqStart, s.reqBytes, s.reqSpans = 0, 0, 0
 	s.frameStart, s.frameBytes = 0, 0
 }
@@ -118,7 +117,7 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 	// over (density.go). The future it showed is not noted: an earlier
 	// future point may be among the rows it lost.
 	cut := s.limit > 0 && rows >= s.limit && !whole
-	s.p.mu.Lock()
+	s.r.mu.Lock()
 	s.closeSpan(t)
 	if cut {
 		st := s.frame
@@ -130,7 +129,7 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 		t.futureMs = earliest(t.futureMs, s.frameFuture)
 		s.frameTs = s.frameTs[:0]
 	}
-	s.p.mu.Unlock()
+	s.r.mu.Unlock()
 	s.frameMax, s.frameFuture, s.frame, s.frameLoaded = 0, 0, frameStats{}, 0
 	if s.chunk.Len() >= maxChunkRows {
 		s.nextChunk()
