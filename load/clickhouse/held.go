@@ -3,7 +3,9 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,9 +61,10 @@ import (
 const maxHeldHours = 1 << 19
 
 // maxHeldVars bounds the states a process holds: rows of more variables
-// than that loaded between two recomputes are recomputed (a state with
-// one hour costs about 600 bytes).
-const maxHeldVars = 1 << 16
+// than that loaded between two recomputes are recomputed. A state with one
+// hour costs about 600 bytes, so this is about 10 MB however large the
+// fleet; a backfill's dense variables fit many times over.
+const maxHeldVars = 1 << 14
 
 // maxHeldRuns bounds the runs of rows (each a range of ts_ms) a state
 // checks new runs against: a variable read in more pieces than that is
@@ -358,31 +361,57 @@ func (c *Client) writeHeld(ctx context.Context, touched []pipeline.Touched) ([]p
 // returns those it holds for.
 func (c *Client) proveHeld(ctx context.Context, states map[string]*heldVar, from map[string]int64) (map[string]*heldVar, error) {
 	ids := make([]string, 0, len(states))
+	for id := range states {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	proved := map[string]*heldVar{}
+	// Statements of at most rollupBatch variables and proofQueryBytes of
+	// (variable, version) pairs: ClickHouse refuses a query text longer
+	// than max_query_size (256 KiB by default).
+	for len(ids) > 0 {
+		n, size := 0, 0
+		for n < len(ids) && n < rollupBatch && size < proofQueryBytes {
+			size += len(states[ids[n]].versions) * (len(ids[n]) + 24)
+			n++
+		}
+		if err := c.proveSome(ctx, ids[:n], states, proved, from); err != nil {
+			return nil, err
+		}
+		ids = ids[n:]
+	}
+	return proved, nil
+}
+
+// proofQueryBytes bounds the (variable, version) pairs of one proof
+// statement, well below max_query_size.
+const proofQueryBytes = 64 << 10
+
+// proveSome runs the proof for the states of ids, adding those it holds
+// for to proved.
+func (c *Client) proveSome(ctx context.Context, ids []string, states, proved map[string]*heldVar, from map[string]int64) error {
 	var pairs strings.Builder
 	lowest := int64(math.MaxInt64)
-	for id, v := range states {
-		ids = append(ids, id)
+	froms := make([]string, len(ids))
+	for i, id := range ids {
 		lowest = min(lowest, from[id])
-		for _, ver := range v.versions {
+		froms[i] = "toInt64(" + strconv.FormatInt(from[id], 10) + ")"
+		for _, ver := range states[id].versions {
 			if pairs.Len() > 0 {
 				pairs.WriteByte(',')
 			}
 			pairs.WriteString("(" + quotedList([]string{id}) + "," + strconv.FormatUint(ver, 10) + ")")
 		}
 	}
-	// One statement for all: each variable's own F applies through
-	// transform, the PREWHERE on the lowest F only limits what is read.
-	froms := make([]string, len(ids))
-	for i, id := range ids {
-		froms[i] = "toInt64(" + strconv.FormatInt(from[id], 10) + ")"
-	}
+	// Each variable's own F applies through transform; the PREWHERE on
+	// the lowest F only limits what is read.
 	in := quotedList(ids)
 	q := "SELECT variable_id, count(), countIf((variable_id, version) IN (" + pairs.String() + ")) FROM " + c.Table(TableDatapoints) +
 		" PREWHERE " + pointsWhere(in, lowest, 0) +
 		" WHERE ts_ms >= transform(variable_id, [" + in + "], [" + strings.Join(froms, ",") + "], toInt64(0)) GROUP BY variable_id"
-	proved := map[string]*heldVar{}
+	found := map[string]*heldVar{}
 	err := c.Retry(ctx, TableDatapoints, func(ctx context.Context) error {
-		clear(proved)
+		clear(found)
 		rows, err := c.conn.Query(ctx, q)
 		if err != nil {
 			return err
@@ -395,15 +424,16 @@ func (c *Client) proveHeld(ctx context.Context, states map[string]*heldVar, from
 				return err
 			}
 			if v := states[id]; v != nil && all == v.rows && ours == v.rows {
-				proved[id] = v
+				found[id] = v
 			}
 		}
 		return rows.Err()
 	})
 	if err != nil {
-		return nil, fmt.Errorf("count the rows of %d variables in %s: %w", len(ids), c.Table(TableDatapoints), err)
+		return fmt.Errorf("count the rows of %d variables in %s: %w", len(ids), c.Table(TableDatapoints), err)
 	}
-	return proved, nil
+	maps.Copy(proved, found)
+	return nil
 }
 
 // writeHeldHourly inserts the hourly rows of the proved states.

@@ -363,3 +363,32 @@ func (h *history) settle() {
 		rolluptest.Check(h.t, h.a)
 	}
 }
+
+// TestAFirstLoadOfManyVariablesIsProvedInStatementsClickHouseAccepts: the
+// proof lists every (variable, version) pair it counts, so a commit of
+// thousands of variables must be cut into statements shorter than
+// ClickHouse's max_query_size (256 KiB), as a first sync of 10^5
+// variables commits 20,000 at a time.
+func TestAFirstLoadOfManyVariablesIsProvedInStatementsClickHouseAccepts(t *testing.T) {
+	c := clickhouse.OpenHoldingTestClient(t, "", true)
+	const vars = 7000
+	var first, second []pipeline.Row
+	var touched []pipeline.Touched
+	for v := range vars {
+		id := fmt.Sprintf("6543210fedcba%011d", v) // 24 characters, as the service's ids
+		r := pipeline.Row{VariableID: id, DeviceID: "d", DeviceLabel: "dev", VariableLabel: "x", TsMs: base + int64(v), Value: float64(v), Context: "{}"}
+		first = append(first, r)
+		r.TsMs += hour
+		second = append(second, r)
+		touched = append(touched, pipeline.Touched{VariableID: id, FromMs: math.MinInt64, ToMs: r.TsMs, Loaded: true})
+	}
+	stream(t, c, first, 5000)
+	stream(t, c, second, 5000)
+	recompute(t, c, touched)
+	if w, _, _ := clickhouse.HeldStats(c); w != vars {
+		t.Errorf("wrote %d variables from held rows, want %d", w, vars)
+	}
+	if h, l := rolluptest.Check(t, c); h != 2*vars || l != vars {
+		t.Errorf("compared %d hourly and %d latest rows, want %d and %d", h, l, 2*vars, vars)
+	}
+}
