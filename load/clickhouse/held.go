@@ -3,8 +3,8 @@ package clickhouse
 import (
 	"context"
 	"fmt"
-	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -366,15 +366,10 @@ func (c *Client) proveHeld(ctx context.Context, states map[string]*heldVar, from
 	}
 	sort.Strings(ids)
 	proved := map[string]*heldVar{}
-	// Statements of at most rollupBatch variables and proofQueryBytes of
-	// (variable, version) pairs: ClickHouse refuses a query text longer
-	// than max_query_size (256 KiB by default).
+	// Statements of at most rollupBatch variables: ClickHouse refuses a
+	// query text longer than max_query_size (256 KiB by default).
 	for len(ids) > 0 {
-		n, size := 0, 0
-		for n < len(ids) && n < rollupBatch && size < proofQueryBytes {
-			size += len(states[ids[n]].versions) * (len(ids[n]) + 24)
-			n++
-		}
+		n := min(len(ids), rollupBatch)
 		if err := c.proveSome(ctx, ids[:n], states, proved, from); err != nil {
 			return nil, err
 		}
@@ -383,35 +378,30 @@ func (c *Client) proveHeld(ctx context.Context, states map[string]*heldVar, from
 	return proved, nil
 }
 
-// proofQueryBytes bounds the (variable, version) pairs of one proof
-// statement, well below max_query_size.
-const proofQueryBytes = 64 << 10
-
 // proveSome runs the proof for the states of ids, adding those it holds
-// for to proved.
+// for to proved. The server counts the rows of each variable and version
+// (a few groups per variable); which versions are the state's is checked
+// here.
 func (c *Client) proveSome(ctx context.Context, ids []string, states, proved map[string]*heldVar, from map[string]int64) error {
-	var pairs strings.Builder
-	lowest := int64(math.MaxInt64)
+	lowest, same := int64(math.MaxInt64), true
 	froms := make([]string, len(ids))
 	for i, id := range ids {
 		lowest = min(lowest, from[id])
+		same = same && from[id] == from[ids[0]]
 		froms[i] = "toInt64(" + strconv.FormatInt(from[id], 10) + ")"
-		for _, ver := range states[id].versions {
-			if pairs.Len() > 0 {
-				pairs.WriteByte(',')
-			}
-			pairs.WriteString("(" + quotedList([]string{id}) + "," + strconv.FormatUint(ver, 10) + ")")
-		}
 	}
-	// Each variable's own F applies through transform; the PREWHERE on
-	// the lowest F only limits what is read.
 	in := quotedList(ids)
-	q := "SELECT variable_id, count(), countIf((variable_id, version) IN (" + pairs.String() + ")) FROM " + c.Table(TableDatapoints) +
-		" PREWHERE " + pointsWhere(in, lowest, 0) +
-		" WHERE ts_ms >= transform(variable_id, [" + in + "], [" + strings.Join(froms, ",") + "], toInt64(0)) GROUP BY variable_id"
-	found := map[string]*heldVar{}
+	q := "SELECT variable_id, version, count() FROM " + c.Table(TableDatapoints) + " PREWHERE " + pointsWhere(in, lowest, 0)
+	if !same {
+		// Each variable's own F; the PREWHERE on the lowest only limits
+		// what is read. A backfill's variables share theirs.
+		q += " WHERE ts_ms >= transform(variable_id, [" + in + "], [" + strings.Join(froms, ",") + "], toInt64(0))"
+	}
+	q += " GROUP BY variable_id, version"
+	type tally struct{ all, ours uint64 }
+	counts := map[string]*tally{}
 	err := c.Retry(ctx, TableDatapoints, func(ctx context.Context) error {
-		clear(found)
+		clear(counts)
 		rows, err := c.conn.Query(ctx, q)
 		if err != nil {
 			return err
@@ -419,12 +409,18 @@ func (c *Client) proveSome(ctx context.Context, ids []string, states, proved map
 		defer rows.Close()
 		for rows.Next() {
 			var id string
-			var all, ours uint64
-			if err := rows.Scan(&id, &all, &ours); err != nil {
+			var version, n uint64
+			if err := rows.Scan(&id, &version, &n); err != nil {
 				return err
 			}
-			if v := states[id]; v != nil && all == v.rows && ours == v.rows {
-				found[id] = v
+			t := counts[id]
+			if t == nil {
+				t = &tally{}
+				counts[id] = t
+			}
+			t.all += n
+			if v := states[id]; v != nil && slices.Contains(v.versions, version) {
+				t.ours += n
 			}
 		}
 		return rows.Err()
@@ -432,27 +428,48 @@ func (c *Client) proveSome(ctx context.Context, ids []string, states, proved map
 	if err != nil {
 		return fmt.Errorf("count the rows of %d variables in %s: %w", len(ids), c.Table(TableDatapoints), err)
 	}
-	maps.Copy(proved, found)
+	for id, t := range counts {
+		if v := states[id]; v != nil && t.all == v.rows && t.ours == v.rows {
+			proved[id] = v
+		}
+	}
 	return nil
 }
 
-// writeHeldHourly inserts the hourly rows of the proved states.
+// writeHeldHourly inserts the hourly rows of the proved states, column by
+// column: a row at a time costs clickhouse-go a reflection per value, as
+// much as the server spends on the rows.
 func (c *Client) writeHeldHourly(ctx context.Context, proved map[string]*heldVar, version uint64) error {
 	n := 0
+	for _, v := range proved {
+		n += len(v.hours)
+	}
+	var (
+		ids, devices                    = make([]string, 0, n), make([]string, 0, n)
+		hours                           = make([]time.Time, 0, n)
+		counts, versions                = make([]uint64, 0, n), make([]uint64, 0, n)
+		sums, mins, maxs, firsts, lasts = make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n), make([]float64, 0, n)
+		firstTs, lastTs                 = make([]int64, 0, n), make([]int64, 0, n)
+	)
+	for id, v := range proved {
+		for h, a := range v.hours {
+			ids, devices, hours = append(ids, id), append(devices, v.device), append(hours, time.UnixMilli(h).UTC())
+			counts, versions = append(counts, a.count), append(versions, version)
+			sums, mins, maxs = append(sums, a.sum), append(mins, a.min), append(maxs, a.max)
+			firsts, lasts = append(firsts, a.firstValue), append(lasts, a.lastValue)
+			firstTs, lastTs = append(firstTs, a.firstTs), append(lastTs, a.lastTs)
+		}
+	}
+	cols := [...]any{ids, devices, hours, counts, sums, mins, maxs, firsts, lasts, firstTs, lastTs, versions}
 	err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
 		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(TableHourly)+" ("+hourlyColumns+")")
 		if err != nil {
 			return err
 		}
 		defer b.Abort()
-		n = 0
-		for id, v := range proved {
-			for h, a := range v.hours {
-				if err := b.Append(id, v.device, time.UnixMilli(h).UTC(), a.count, a.sum, a.min, a.max,
-					a.firstValue, a.lastValue, a.firstTs, a.lastTs, version); err != nil {
-					return err
-				}
-				n++
+		for i, col := range cols {
+			if err := b.Column(i).Append(col); err != nil {
+				return fmt.Errorf("column %d: %w", i, err)
 			}
 		}
 		return b.Send()
