@@ -15,9 +15,10 @@ import (
 // spans of rows they were handed are in the warehouse or failed (ack); a
 // target whose reads ended and whose spans are all acknowledged is done.
 // A done target that did not fail gets its mark (the mark rules are
-// marks.go's), and every done target hands the Rollup hook what it loaded
-// (rollup.go); run commits both, the hook first, paced. It never calls the
-// reader: the data flows one way, reader → loaders → committer.
+// marks.go's), and every done target leaves the Rollup hook the range the
+// warehouse may hold for it (touchedOf, rollup.go); run hands the hook its
+// ranges, then commits the marks, paced. It never calls the reader: the
+// data flows one way, reader → loaders → committer.
 
 // readEnd is the reader's last word on a target, given once no read of it
 // is queued or running: the start of its window as read (moved up to the
@@ -31,12 +32,12 @@ type readEnd struct {
 }
 
 // hold is one target as the committer holds back its mark: until the
-// reader's word (end, once read) and an acknowledgement of each span the
-// reader counted in it.
+// reader's last word (told, once ended) and an acknowledgement of each
+// span the reader counted in it.
 type hold struct {
 	Target
-	read  bool
-	end   readEnd
+	ended bool
+	told  readEnd
 	acked int
 	done  bool
 	// minTs and maxTs bound the timestamps of its acknowledged rows
@@ -87,7 +88,7 @@ func (c *committer) readEnded(end readEnd) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	h := c.held[end.id]
-	h.read, h.end = true, end
+	h.ended, h.told = true, end
 	c.settleLocked(h)
 }
 
@@ -126,7 +127,7 @@ func (c *committer) ack(spans []Span, err error) {
 // settleLocked makes h done once the reader ended it and every span it
 // counted is acknowledged. Caller holds c.mu.
 func (c *committer) settleLocked(h *hold) {
-	if h.done || !h.read || h.acked < h.end.spans {
+	if h.done || !h.ended || h.acked < h.told.spans {
 		return
 	}
 	h.done = true
@@ -136,11 +137,11 @@ func (c *committer) settleLocked(h *hold) {
 		c.touched = append(c.touched, r)
 	}
 	if h.err != nil {
-		c.failed = append(c.failed, &TargetError{Variable: h.Variable, Start: h.end.start, End: h.End, Err: h.err})
+		c.failed = append(c.failed, &TargetError{Variable: h.Variable, Start: h.told.start, End: h.End, Err: h.err})
 		return
 	}
 	c.complete++
-	if m, ok := c.e.markFn(h.Target, Outcome{MaxTs: h.maxTs, FutureMs: h.end.futureMs}); ok {
+	if m, ok := c.e.markFn(h.Target, Outcome{MaxTs: h.maxTs, FutureMs: h.told.futureMs}); ok {
 		c.ready = append(c.ready, m)
 	}
 }

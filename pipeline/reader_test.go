@@ -209,8 +209,8 @@ func TestReaderMovesTheFloorToWhereTheServiceAcceptsRanges(t *testing.T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, tg := range targets {
-		if h := c.held[tg.Variable.ID]; h.end.start != moved {
-			t.Errorf("%s: the committer was told the window starts at %d, want %d", tg.Variable.ID, h.end.start, moved)
+		if h := c.held[tg.Variable.ID]; h.told.start != moved {
+			t.Errorf("%s: the committer was told the window starts at %d, want %d", tg.Variable.ID, h.told.start, moved)
 		}
 	}
 }
