@@ -157,7 +157,6 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		TLS:           chTLS,
 		Cluster:       cfg.ClickHouse.Cluster,
 		ZookeeperPath: cfg.ClickHouse.ZookeeperPath,
-		HoldRollups:   cfg.Sync.Rollups,
 	}, log.Named("clickhouse"), a.reg)
 	if err != nil {
 		var ce *clickhouse.ConfigError

@@ -54,11 +54,6 @@ type Config struct {
 	// ZookeeperPath prefixes the replicated tables' ZooKeeper paths; it
 	// holds {shard}. Empty means DefaultZookeeperPath.
 	ZookeeperPath string
-	// HoldRollups keeps the analyst tables' rows of the points this
-	// client loads until Recompute takes them (held.go): set it when the
-	// client is the pipeline's Rollup hook, and only then, since nothing
-	// else releases them. It has no effect on a cluster.
-	HoldRollups bool
 }
 
 // DefaultZookeeperPath is the ZooKeeper path prefix of replicated tables.
@@ -153,10 +148,6 @@ type Client struct {
 	// loaded by each EnsureSchema, or by the first write.
 	place atomic.Pointer[placement]
 
-	// held is the analyst tables' rows of what this client loaded, nil
-	// unless Config.HoldRollups (held.go).
-	held *heldSet
-
 	// certAsked records that a server asked for a client certificate the
 	// configuration does not have (see noteCertRequests).
 	certAsked atomic.Bool
@@ -204,9 +195,6 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 	}
 	c.conn, c.log, c.metrics = guardedConn{conn}, logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), m
 	c.insertPointsSQL = "INSERT INTO " + c.Table(TableDatapoints) + " (" + pointColumnList + c.keyColumn() + ")"
-	if cfg.HoldRollups && cfg.Cluster == "" {
-		c.held = newHeldSet()
-	}
 	return c, nil
 }
 

@@ -35,12 +35,6 @@ import (
 // relies on the versions of writers on different hosts following their
 // clocks, like the versions of datapoints do.
 //
-// One shortcut, held.go: the rows of a variable whose points this process
-// loaded, when a count proves that datapoints holds exactly those points
-// from the range on (a first load that nobody else wrote beside), are
-// written from aggregates kept as the points went out, without the FINAL
-// read. The proof fails closed: anything else is recomputed as above.
-//
 // A sync never deletes a point, so a recompute only ever replaces rows;
 // the hours a deletion by hand empties are Rebuild's (rebuild.go).
 //
@@ -103,10 +97,6 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 		return nil
 	}
 	c.metrics.rollupVariables.Add(float64(len(touched)))
-	touched, err := c.writeHeld(ctx, touched)
-	if err != nil || len(touched) == 0 {
-		return err
-	}
 	return c.readReplicated(ctx, func(ctx context.Context) error { return c.recompute(ctx, touched) }, TableDatapoints)
 }
 

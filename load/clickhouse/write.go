@@ -141,11 +141,7 @@ func (c *Client) Begin(ctx context.Context) (pipeline.Insert, error) {
 		cancel()
 		return nil, fmt.Errorf("begin insert into %s: %w", c.Table(TableDatapoints), err)
 	}
-	in := &insert{c: c, b: b, cancel: cancel, version: version, place: place, sc: scratchPool.Get().(*scratch)}
-	if c.held != nil {
-		in.held = heldAppends{}
-	}
-	return in, nil
+	return &insert{c: c, b: b, cancel: cancel, version: version, place: place, sc: scratchPool.Get().(*scratch)}, nil
 }
 
 // insert is an open streamed INSERT into datapoints.
@@ -157,9 +153,6 @@ type insert struct {
 	place   *placement
 	sc      *scratch
 	rows    int
-	// held is the states this INSERT's rows were added to (held.go), nil
-	// once it ended or when the client holds none.
-	held heldAppends
 	// busy is the time spent sending rows, not waiting for them, so the
 	// insert duration metric says how long ClickHouse takes, not the source.
 	busy time.Duration
@@ -169,9 +162,6 @@ type insert struct {
 func (in *insert) Append(ch *pipeline.Batch) error {
 	if err := checkBatch(ch); err != nil {
 		return fmt.Errorf("insert into %s: %w", in.c.Table(TableDatapoints), err)
-	}
-	if in.held != nil {
-		in.c.held.append(in.held, ch)
 	}
 	t0 := time.Now()
 	err := appendChunk(in.b, ch, in.version, in.place, in.sc)
@@ -188,7 +178,6 @@ func (in *insert) Commit() error {
 	defer in.release()
 	t0 := time.Now()
 	err := in.b.Send()
-	in.endHeld(err == nil)
 	in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe((in.busy + time.Since(t0)).Seconds())
 	if err != nil {
 		return in.c.writeError(fmt.Sprintf("insert %d rows into %s", in.rows, in.c.Table(TableDatapoints)), err)
@@ -203,17 +192,7 @@ func (in *insert) Abort() {
 		in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe(in.busy.Seconds())
 	}
 	_ = in.b.Abort()
-	in.endHeld(false)
 	in.release()
-}
-
-// endHeld tells the held states whether this INSERT's rows were all
-// acknowledged, once.
-func (in *insert) endHeld(acked bool) {
-	if in.held != nil {
-		in.c.held.end(in.held, in.version, acked)
-		in.held = nil
-	}
 }
 
 func (in *insert) release() {
