@@ -53,6 +53,31 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 	}, true
 }
 
+// BackfillMark is the MarkFunc of a backfill whose reads start no lower
+// than floor: a mark moves only where the backfill joined up with what the
+// next cycle would read, and then only forwards.
+func BackfillMark(floor, lookbackMs int64) MarkFunc {
+	return func(t Target, o Outcome) (Mark, bool) {
+		// Joined up means the backfill read all that the next cycle would
+		// have: from the mark's lookback on (a late point may have landed
+		// there since the mark was written), or from the floor.
+		joined := t.Start <= floor || (t.HasMark && t.Start <= t.Mark.HwmMs-lookbackMs)
+		if !joined || o.MaxTs <= t.Mark.HwmMs {
+			return Mark{}, false
+		}
+		// A backfill reads a closed range and says nothing of what came
+		// after it: the read position and lastActivity of the last cycle
+		// stay as they were.
+		m := t.Mark
+		m.VariableID, m.HwmMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, time.Now().UTC()
+		return m, true
+	}
+}
+
+// KeepMarks is the MarkFunc of verify --repair: it reloads points inside
+// the marks and moves none.
+func KeepMarks(Target, Outcome) (Mark, bool) { return Mark{}, false }
+
 // futureHorizon is how far past a cycle's end its requests reach, to see
 // points stamped ahead of time. The spec's closed range makes an explicit
 // end the reading every implementation agrees on; a century is past any

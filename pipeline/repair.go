@@ -22,8 +22,7 @@ func (s *Syncer) BackfillVariables(ctx context.Context, vars []Variable, from, t
 	for _, v := range vars {
 		targets = append(targets, Target{Variable: v, Start: start, End: end, From: start})
 	}
-	keepMarks := func(Target, Outcome) (Mark, bool) { return Mark{}, false }
-	res := s.move(ctx, targets, floor, keepMarks)
+	res := s.move(ctx, targets, floor, KeepMarks)
 	s.absorb(&sum, res)
 	sum.Duration = s.opts.Now().Sub(now)
 	return sum, res.CommitErr

@@ -260,22 +260,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 		m, ok := marks[v.ID]
 		targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok, From: from})
 	}
-	lookback := s.opts.Lookback.Milliseconds()
-	markFn := func(t Target, o Outcome) (Mark, bool) {
-		// Joined up means the backfill read all that the next cycle would
-		// have: from the mark's lookback on (a late point may have landed
-		// there since the mark was written), or from the floor.
-		joined := t.Start <= floor || (t.HasMark && t.Start <= t.Mark.HwmMs-lookback)
-		if !joined || o.MaxTs <= t.Mark.HwmMs {
-			return Mark{}, false
-		}
-		// A backfill reads a closed range and says nothing of what came
-		// after it: the read position and lastActivity of the last cycle
-		// stay as they were.
-		m := t.Mark
-		m.VariableID, m.HwmMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, time.Now().UTC()
-		return m, true
-	}
+	markFn := BackfillMark(floor, s.opts.Lookback.Milliseconds())
 	var res RunResult
 	_ = s.stage(ctx, StageMove, func(ctx context.Context) error {
 		res = s.move(ctx, targets, floor, markFn)
