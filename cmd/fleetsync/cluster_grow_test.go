@@ -5,17 +5,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
@@ -34,42 +29,6 @@ func startOwnCluster(t *testing.T, opts chserver.ClusterOptions) *chserver.Clust
 	}
 	t.Cleanup(func() { _ = cl.Stop() })
 	return cl
-}
-
-// newClusterWorldOn is newClusterWorld on the cluster cl.
-func newClusterWorldOn(t *testing.T, cl *chserver.Cluster, opts fleetsim.Options) *clusterWorld {
-	t.Helper()
-	if opts.Seed == 0 {
-		opts.Seed = 11
-	}
-	if opts.Devices == 0 {
-		opts.Devices, opts.Variables, opts.Points, opts.Span = 4, 4, 300, 30*24*time.Hour
-	}
-	opts.Tokens = []string{testToken}
-	for i := range 4 {
-		opts.Tokens = append(opts.Tokens, shardToken(i))
-	}
-	sim, err := fleetsim.New(opts)
-	if err != nil {
-		t.Fatalf("fleetsim: %v", err)
-	}
-	t.Cleanup(sim.Close)
-	cw := &clusterWorld{cl: cl, world: &world{t: t, sim: sim, chAddr: cl.Nodes[0][0].Addr(), db: chtest.ClusterDatabase(t, cl),
-		dir: t.TempDir(), retention: 730 * 24 * time.Hour, margin: time.Hour}}
-	cw.http = httptest.NewServer(sim)
-	t.Cleanup(cw.http.Close)
-	for i := range 4 {
-		if err := os.WriteFile(filepath.Join(cw.dir, fmt.Sprintf("token-%d", i)), []byte(shardToken(i)+"\n"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{cw.chAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	cw.conn = conn
-	return cw
 }
 
 // variablesByShard is, per shard of the cluster, the variables its local
@@ -278,18 +237,7 @@ func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
 
 	// The README's queries, against one server synced from the same fleet.
 	srv := chtest.Shared(t)
-	singleDB := chtest.NewDatabase(t, srv)
-	single := filepath.Join(cw.dir, "single.yaml")
-	text, err := os.ReadFile(cfg0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(text)
-	cfg = cfg[:strings.Index(cfg, "clickhouse:")] + fmt.Sprintf("clickhouse:\n  addr: [%q]\n  database: %s\nmetrics:\n  listen: \"127.0.0.1:0\"\nlog:\n  format: json\n", srv.Addr(), singleDB)
-	cfg = strings.Replace(cfg, "  shard_count: 2\n  shard_index: 0\n", "", 1)
-	if err := os.WriteFile(single, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	single, singleDB := cw.singleServerConfig(cfg0, srv)
 	cw.mustSync(single, cfg0, cfg1)
 	cw.settle()
 	cw.checkMarksCovered(prev)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
@@ -606,18 +605,7 @@ func TestClusterMigrateTwiceAndReadmeQueriesMatchOneServer(t *testing.T) {
 
 	// The same fleet into one server.
 	srv := chtest.Shared(t)
-	singleDB := chtest.NewDatabase(t, srv)
-	single := filepath.Join(cw.dir, "single.yaml")
-	text, err := os.ReadFile(cfg0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := string(text)
-	cfg = cfg[:strings.Index(cfg, "clickhouse:")] + fmt.Sprintf("clickhouse:\n  addr: [%q]\n  database: %s\nmetrics:\n  listen: \"127.0.0.1:0\"\nlog:\n  format: json\n", srv.Addr(), singleDB)
-	cfg = strings.Replace(cfg, "  shard_count: 2\n  shard_index: 0\n", "", 1)
-	if err := os.WriteFile(single, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	single, singleDB := cw.singleServerConfig(cfg0, srv)
 	syncStart := time.Now().Add(-time.Second).Truncate(time.Second)
 	cw.mustSync(cfg0, cfg1, single)
 	syncEnd := time.Now()

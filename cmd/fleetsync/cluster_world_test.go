@@ -37,7 +37,13 @@ func shardToken(i int) string { return fmt.Sprintf("shard-%d-token-s3cr3t", i) }
 
 func newClusterWorld(t *testing.T, opts fleetsim.Options) *clusterWorld {
 	t.Helper()
-	cl := chtest.Cluster(t)
+	return newClusterWorldOn(t, chtest.Cluster(t), opts)
+}
+
+// newClusterWorldOn is newClusterWorld on the cluster cl (one a test
+// builds with its own naming, or grows).
+func newClusterWorldOn(t *testing.T, cl *chserver.Cluster, opts fleetsim.Options) *clusterWorld {
+	t.Helper()
 	if opts.Seed == 0 {
 		opts.Seed = 11
 	}
@@ -267,4 +273,25 @@ func (cw *clusterWorld) settle() {
 			time.Sleep(200 * time.Millisecond)
 		}
 	}
+}
+
+// singleServerConfig writes, beside the shard configuration cfg, the same
+// sync into a fresh database of the one server srv, unsharded, and returns
+// its path and the database: the README's queries must answer there as on
+// the cluster.
+func (cw *clusterWorld) singleServerConfig(cfg string, srv *chserver.Server) (path, db string) {
+	cw.t.Helper()
+	db = chtest.NewDatabase(cw.t, srv)
+	path = filepath.Join(cw.dir, "single.yaml")
+	text, err := os.ReadFile(cfg)
+	if err != nil {
+		cw.t.Fatal(err)
+	}
+	s := string(text)
+	s = s[:strings.Index(s, "clickhouse:")] + fmt.Sprintf("clickhouse:\n  addr: [%q]\n  database: %s\nmetrics:\n  listen: \"127.0.0.1:0\"\nlog:\n  format: json\n", srv.Addr(), db)
+	s = strings.Replace(s, "  shard_count: 2\n  shard_index: 0\n", "", 1)
+	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
+		cw.t.Fatal(err)
+	}
+	return path, db
 }
