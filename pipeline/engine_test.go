@@ -344,7 +344,7 @@ func TestShardsPartitionVariables(t *testing.T) {
 	seen := map[string]int{}
 	for i := range 3 {
 		for v := range 300 {
-			if InShard(fmt.Sprint("var", v), i, 3) {
+			if (Shard{Index: i, Count: 3}).Holds(fmt.Sprint("var", v)) {
 				seen[fmt.Sprint("var", v)]++
 			}
 		}

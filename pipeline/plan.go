@@ -47,24 +47,11 @@ type PlanOptions struct {
 	// fraction between half and all of it, so that a fleet synced at once
 	// is not re-read at once. 0 means never skip.
 	IdleRecheck time.Duration
-	// ShardIndex and ShardCount split the variables across workers by a
-	// stable hash of the variable id. ShardCount 0 or 1 means no sharding.
-	ShardIndex, ShardCount int
+	// Shard is the shard whose variables are planned (see Shard.Holds).
+	Shard Shard
 	// reported says whether the fleet reports lastActivity at all (see
 	// lastActivityReported); Plan sets it from the variables it is given.
 	reported bool
-}
-
-// InShard reports whether the variable belongs to the shard. The hash is
-// stable across releases and processes, so a variable never changes worker
-// unless the shard count changes.
-func InShard(variableID string, index, count int) bool {
-	if count <= 1 {
-		return true
-	}
-	h := fnv.New32a()
-	h.Write([]byte(variableID))
-	return int(h.Sum32()%uint32(count)) == index
 }
 
 // Plan turns the in-scope variables and their marks into targets. It returns
@@ -107,7 +94,7 @@ func countPlanned(vars []Variable, marks func(id string) (Mark, bool), o PlanOpt
 func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions, fn func(Target)) (skipped int) {
 	lookback := o.Lookback.Milliseconds()
 	for _, v := range vars {
-		if !InShard(v.ID, o.ShardIndex, o.ShardCount) {
+		if !o.Shard.Holds(v.ID) {
 			continue
 		}
 		m, ok := marks(v.ID)

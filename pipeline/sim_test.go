@@ -221,7 +221,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond,
 			Rollup: simRollup{p}},
 		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
-		ShardIndex: index, ShardCount: count, MoveChunk: w.cfg.moveChunk,
+		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },
 	}
 	err := fn(NewSyncer(src, simWriter{p}, Stages{}, simStore{p}, opts, nil, nil), ctx)

@@ -49,8 +49,8 @@ type SyncOptions struct {
 	// IdleRecheck bounds how long SkipIdle may skip a variable (see
 	// PlanOptions.IdleRecheck).
 	IdleRecheck time.Duration
-	// ShardIndex and ShardCount split the variables across workers.
-	ShardIndex, ShardCount int
+	// Shard is the shard of the account's variables this Syncer reads.
+	Shard Shard
 	// MoveChunk is how many variables a cycle plans and moves at a time
 	// (see moveChunks); 0 means DefaultMoveChunk.
 	MoveChunk    int
@@ -176,7 +176,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 	floor := s.Floor(now)
 	po := PlanOptions{
 		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
-		ShardIndex: s.opts.ShardIndex, ShardCount: s.opts.ShardCount,
+		Shard: s.opts.Shard,
 	}
 	if err := s.stage(ctx, StagePlan, func(ctx context.Context) error {
 		var err error
@@ -254,7 +254,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 	}
 	var targets []Target
 	for _, v := range vars {
-		if !InShard(v.ID, s.opts.ShardIndex, s.opts.ShardCount) {
+		if !s.opts.Shard.Holds(v.ID) {
 			continue
 		}
 		m, ok := marks[v.ID]

@@ -26,7 +26,7 @@ const fileFormat = 1
 // SetLease).
 type File struct {
 	path string
-	// lease is the name of the lease Acquire takes (see LeaseName).
+	// lease is the name of the lease Acquire takes (pipeline.Shard.LeaseName).
 	lease string
 	// mu serialises this process's commits; the flock serialises processes.
 	mu sync.Mutex

@@ -13,11 +13,11 @@ import (
 func TestShardLeasesExcludeTheSameIndexOnly(t *testing.T) {
 	ctx := context.Background()
 	s0, c := newClickHouseStore(t)
-	s0.SetLease(LeaseName(0, 2))
+	s0.SetLease(pipeline.Shard{Index: 0, Count: 2}.LeaseName())
 	s1 := NewClickHouse(c)
-	s1.SetLease(LeaseName(1, 2))
+	s1.SetLease(pipeline.Shard{Index: 1, Count: 2}.LeaseName())
 	twin := NewClickHouse(c)
-	twin.SetLease(LeaseName(0, 2))
+	twin.SetLease(pipeline.Shard{Index: 0, Count: 2}.LeaseName())
 
 	l0, err := s0.Acquire(ctx, "shard-0", time.Minute)
 	if err != nil {
@@ -44,7 +44,7 @@ func TestFileShardLeasesExcludeTheSameIndexOnly(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "state.json")
 	stores := map[string]*File{}
-	for name, lease := range map[string]string{"0": LeaseName(0, 2), "1": LeaseName(1, 2), "0-twin": LeaseName(0, 2)} {
+	for name, lease := range map[string]string{"0": pipeline.Shard{Index: 0, Count: 2}.LeaseName(), "1": pipeline.Shard{Index: 1, Count: 2}.LeaseName(), "0-twin": pipeline.Shard{Index: 0, Count: 2}.LeaseName()} {
 		stores[name] = NewFile(path)
 		stores[name].SetLease(lease)
 	}
@@ -60,16 +60,5 @@ func TestFileShardLeasesExcludeTheSameIndexOnly(t *testing.T) {
 	defer l1.Release(ctx)
 	if _, err := stores["0-twin"].Acquire(ctx, "shard-0-twin", time.Minute); !errors.Is(err, pipeline.ErrLeaseHeld) {
 		t.Fatalf("a second instance of shard 0 got %v, want ErrLeaseHeld", err)
-	}
-}
-
-func TestLeaseNameKeepsTheUnshardedNameAndNamesTheIndex(t *testing.T) {
-	for _, tt := range []struct {
-		index, count int
-		want         string
-	}{{0, 1, "sync"}, {0, 0, "sync"}, {0, 2, "sync/shard-0"}, {2, 3, "sync/shard-2"}, {2, 4, "sync/shard-2"}} {
-		if got := LeaseName(tt.index, tt.count); got != tt.want {
-			t.Errorf("LeaseName(%d, %d) = %q, want %q", tt.index, tt.count, got, tt.want)
-		}
 	}
 }

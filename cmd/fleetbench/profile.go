@@ -63,7 +63,7 @@ func (b *bench) profiled(ctx context.Context) error {
 			BatchAge:            5 * time.Second,
 			InsertWorkers:       t.InsertWorkers,
 		},
-		Retention: 730 * 24 * time.Hour, Margin: time.Hour, Lookback: time.Hour, SkipIdle: true, IdleRecheck: time.Hour, ShardCount: 1,
+		Retention: 730 * 24 * time.Hour, Margin: time.Hour, Lookback: time.Hour, SkipIdle: true, IdleRecheck: time.Hour,
 	}, nil, pm)
 
 	cpuPath := filepath.Join(b.dir, "cpu.pprof")

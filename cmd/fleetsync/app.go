@@ -180,11 +180,11 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 	switch cfg.State.Backend {
 	case config.BackendFile:
 		st := state.NewFile(cfg.State.Path)
-		st.SetLease(state.LeaseName(cfg.Sync.ShardIndex, cfg.Sync.ShardCount))
+		st.SetLease(shardOfConfig(cfg.Sync).LeaseName())
 		a.store = st
 	default:
 		st := state.NewClickHouse(a.ch)
-		st.SetLease(state.LeaseName(cfg.Sync.ShardIndex, cfg.Sync.ShardCount))
+		st.SetLease(shardOfConfig(cfg.Sync).LeaseName())
 		a.store = st
 	}
 	if withSource {
@@ -235,10 +235,10 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		// variables, groups, organizations) and syncs the configured events'
 		// logs, whose marks live in the warehouse whatever state.backend is.
 		var stages pipeline.Stages
-		if refreshesMetadata(cfg.Sync) {
+		if shardOfConfig(cfg.Sync).WritesMetadata() {
 			stages.Metadata = pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
 		}
-		if len(cfg.Sync.Events) > 0 && refreshesMetadata(cfg.Sync) {
+		if len(cfg.Sync.Events) > 0 && shardOfConfig(cfg.Sync).WritesMetadata() {
 			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
 		}
 		a.syncer = pipeline.NewSyncer(a.src, a.ch, stages, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
@@ -264,8 +264,7 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 		Lookback:     time.Duration(c.Sync.Lookback),
 		SkipIdle:     c.Sync.SkipIdle,
 		IdleRecheck:  time.Duration(c.Sync.IdleRecheck),
-		ShardIndex:   c.Sync.ShardIndex,
-		ShardCount:   c.Sync.ShardCount,
+		Shard:        shardOfConfig(c.Sync),
 		LagThreshold: time.Duration(c.Metrics.LagThreshold),
 		Scope: pipeline.Scope{
 			Devices:       c.Sync.Devices,

@@ -58,7 +58,7 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		r := statusRow{DeviceLabel: l.Variable.DeviceLabel, VariableLabel: l.Variable.Label, VariableID: l.Variable.ID,
 			LastActivityMs: l.Variable.LastActivityMs, LagSeconds: l.Lag.Seconds(),
-			Shard: shardOf(l.Variable.ID, cfg.Sync.ShardCount)}
+			Shard: pipeline.ShardOf(l.Variable.ID, cfg.Sync.ShardCount)}
 		if l.HasMark {
 			marked++
 			r.HwmMs = l.Mark.HwmMs
@@ -87,7 +87,7 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 	fmt.Fprintf(env.stdout, "%d variables, %d with a mark, %d lagging more than %s, max lag %s\n\n",
 		len(lags), marked, lagging, threshold, maxLag.Round(time.Second))
 	printRates(env.stdout, rates, now)
-	if sharded(cfg.Sync) {
+	if shardOfConfig(cfg.Sync).Sharded() {
 		shardSummary(env.stdout, lags, cfg.Sync.ShardCount, threshold)
 		fmt.Fprintln(env.stdout)
 	}

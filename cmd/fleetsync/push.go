@@ -34,7 +34,7 @@ func (a *app) push(succeeded bool) {
 		g = withoutFamily(a.reg, "fleetsync_last_success_timestamp_seconds")
 	}
 	p := push.New(u.Reveal(), a.cfg.Metrics.Job).Gatherer(g).Grouping("instance", instance)
-	if sharded(a.cfg.Sync) {
+	if shardOfConfig(a.cfg.Sync).Sharded() {
 		// Shards push side by side, never over each other's group.
 		p = p.Grouping("shard", strconv.Itoa(a.cfg.Sync.ShardIndex))
 	}
