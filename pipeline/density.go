@@ -36,17 +36,6 @@ import (
 //  3. Otherwise (a limit that keeps any points, or a source without counts)
 //     the window is read again in halves.
 
-// CountSource is a Source that can count points per variable over a
-// window, with one request for several variables. The engine uses it, when
-// the source implements it, to prove a frame of `limit` rows whole instead
-// of reading its window again.
-type CountSource interface {
-	// Count returns the number of points of each variable in [start, end]
-	// (POSIX ms, inclusive), in the order of ids; -1 where the source gave
-	// no count.
-	Count(ctx context.Context, ids []string, start, end int64) ([]int64, error)
-}
-
 // frameStats describes one frame as it was served: the points it returned
 // (null rows excluded), the smallest and greatest timestamp among them, and
 // whether they came sorted ascending or descending (ties allowed).
@@ -214,8 +203,7 @@ type prover struct {
 
 // newProver is the prover of e's source.
 func newProver(e *Engine) *prover {
-	cs, _ := e.src.(CountSource)
-	return &prover{src: cs, log: e.log}
+	return &prover{src: e.opts.Counts, log: e.log}
 }
 
 // prove tries the proofs of steps 1 and 2 (see the top of this file) when

@@ -97,7 +97,7 @@ func TestEngineProvesFramesOfExactlyTheLimitWholeByCountInOneReadEach(t *testing
 			src := &orderSource{memSource: mem, mode: mode}
 			w := &memWriter{rows: map[string]map[int64]Row{}}
 			st := &memStore{marks: map[string]Mark{}}
-			res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 4, MaxInFlight: 2}, nil, nil, nil).Run(context.Background(), targets)
+			res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 4, MaxInFlight: 2, Counts: src}, nil, nil, nil).Run(context.Background(), targets)
 			if len(res.Failed) != 0 {
 				t.Fatalf("failed: %v", res.Failed)
 			}
@@ -120,7 +120,7 @@ func TestEngineIsExactOverDenseDataUnderEveryTruncationAndOrder(t *testing.T) {
 			src := &orderSource{memSource: mem, mode: mode}
 			w := &memWriter{rows: map[string]map[int64]Row{}}
 			st := &memStore{marks: map[string]Mark{}}
-			res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 64, VariablesPerRequest: 3, MaxInFlight: 3, BatchRows: 500}, nil, nil, nil).Run(context.Background(), targets)
+			res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 64, VariablesPerRequest: 3, MaxInFlight: 3, BatchRows: 500, Counts: src}, nil, nil, nil).Run(context.Background(), targets)
 			if len(res.Failed) != 0 {
 				t.Fatalf("failed: %v", res.Failed)
 			}
@@ -160,7 +160,7 @@ func TestEngineDoesNotTrustACountThatAPointArrivingAfterTheReadChanged(t *testin
 		})
 	}
 	w := &memWriter{rows: map[string]map[int64]Row{}}
-	res := NewEngine(src, w, &memStore{marks: map[string]Mark{}}, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 2}, nil, nil, nil).Run(context.Background(), targets)
+	res := NewEngine(src, w, &memStore{marks: map[string]Mark{}}, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 2, Counts: src}, nil, nil, nil).Run(context.Background(), targets)
 	if len(res.Failed) != 0 {
 		t.Fatalf("failed: %v", res.Failed)
 	}
@@ -308,7 +308,7 @@ func TestEngineStopsCountingOnceTheServiceCannotCount(t *testing.T) {
 	mem, targets := fixture(6, 300, 1_700_000_000_000)
 	src := &orderSource{memSource: mem, mode: keepNewestDesc, countErr: errors.New("the aggregation answer has neither value nor count")}
 	w := &memWriter{rows: map[string]map[int64]Row{}}
-	res := NewEngine(src, w, &memStore{marks: map[string]Mark{}}, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 2, MaxInFlight: 1}, nil, nil, nil).Run(context.Background(), targets)
+	res := NewEngine(src, w, &memStore{marks: map[string]Mark{}}, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 2, MaxInFlight: 1, Counts: src}, nil, nil, nil).Run(context.Background(), targets)
 	if len(res.Failed) != 0 {
 		t.Fatalf("failed: %v", res.Failed)
 	}

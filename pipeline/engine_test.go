@@ -140,6 +140,16 @@ func (s *memStore) Load(context.Context) (map[string]Mark, error) {
 	return out, nil
 }
 
+func (s *memStore) ScanMarks(ctx context.Context, fn func(Mark) error) error {
+	marks, _ := s.Load(ctx)
+	for _, m := range marks {
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s *memStore) Commit(_ context.Context, marks []Mark) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -11,29 +11,6 @@ import (
 	"go.uber.org/zap"
 )
 
-// EventSource lists an event's logs.
-type EventSource interface {
-	// ListEventLogs calls fn for the event's logs, page by page, following
-	// the service's cursor. An error returned by fn stops the listing and
-	// is returned wrapped.
-	ListEventLogs(ctx context.Context, event string, fn func(EventLog) error) error
-}
-
-// EventLogWriter stores event logs in the warehouse.
-type EventLogWriter interface {
-	WriteEventLogs(ctx context.Context, logs []EventLog) error
-}
-
-// EventMarkStore keeps the events' marks (state.ClickHouse). Like the
-// variables' marks, an event's mark is committed only after the logs below
-// it were stored.
-type EventMarkStore interface {
-	// EventMarks returns the stored marks by event key.
-	EventMarks(ctx context.Context) (map[string]EventMark, error)
-	// CommitEventMark stores the event's new mark.
-	CommitEventMark(ctx context.Context, mark EventMark) error
-}
-
 // EventOptions configure the event-log stage.
 type EventOptions struct {
 	// Events are the event keys (ids or ~labels) whose logs are synced.

@@ -1,9 +1,6 @@
 package pipeline
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Outcome is what a completed target's read found.
 type Outcome struct {
@@ -90,13 +87,6 @@ func earliest(a, b int64) int64 {
 		return b
 	}
 	return a
-}
-
-// MarkScanner is a StateStore that can hand its marks over one at a time,
-// each as Load has it: a cycle then keeps them in its compact form only
-// (a few integers a variable), never in a map of whole marks as well.
-type MarkScanner interface {
-	ScanMarks(ctx context.Context, fn func(Mark) error) error
 }
 
 // markVals is a mark as a cycle keeps it for each variable: the integers

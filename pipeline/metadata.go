@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -64,12 +65,21 @@ type Snapshot struct {
 	At     time.Time
 }
 
-// SnapshotWriter is a MetadataWriter that takes a cycle's whole walk at once,
-// so that it can also tell what was deleted and refresh the rest of the
-// fleet's metadata. Syncer uses it instead of WriteDevices and
-// WriteVariables when the MetadataWriter implements it.
-type SnapshotWriter interface {
-	WriteSnapshot(ctx context.Context, snap Snapshot) error
+// WalkMetadata is the metadata stage of a plain MetadataWriter: each
+// cycle's devices and variables stored as they are, nothing marked
+// deleted, no groups, organizations or events.
+func WalkMetadata(w MetadataWriter) SnapshotWriter { return walkMetadata{w} }
+
+type walkMetadata struct{ w MetadataWriter }
+
+func (m walkMetadata) WriteSnapshot(ctx context.Context, snap Snapshot) error {
+	if err := m.w.WriteDevices(ctx, snap.Devices, snap.At); err != nil {
+		return fmt.Errorf("store device metadata: %w", err)
+	}
+	if err := m.w.WriteVariables(ctx, snap.Variables, snap.At); err != nil {
+		return fmt.Errorf("store variable metadata: %w", err)
+	}
+	return nil
 }
 
 // MetadataError reports the parts of the fleet's metadata (groups,
@@ -103,12 +113,6 @@ type PermissionError interface {
 func IsPermissionDenied(err error) bool {
 	var p PermissionError
 	return errors.As(err, &p) && p.PermissionDenied() && !IsRetention(err)
-}
-
-// MetadataWriter stores the metadata snapshot of each cycle.
-type MetadataWriter interface {
-	WriteDevices(ctx context.Context, devices []Device, syncedAt time.Time) error
-	WriteVariables(ctx context.Context, vars []Variable, syncedAt time.Time) error
 }
 
 // StoredRef names a live row of the devices or variables table.

@@ -13,6 +13,9 @@ type EngineOptions struct {
 	VariablesPerRequest int
 	// MaxInFlight is the number of concurrent API requests.
 	MaxInFlight int
+	// Counts is the source's CountSource when it has one; nil reads cut
+	// frames again in halves instead of proving them (density.go).
+	Counts CountSource
 	// BatchRows, BatchBytes and BatchAge decide when an INSERT is sent.
 	BatchRows  int
 	BatchBytes int

@@ -107,7 +107,7 @@ func TestReaderHandsOnCutFramesAndReadsTheirWindowsAgainInHalvesWithoutCounts(t 
 func TestReaderProvesFramesOfTheLimitWholeWithOneCountEach(t *testing.T) {
 	mem, targets := fixture(4, 20, 1_700_000_000_000)
 	src := &orderSource{memSource: mem, mode: keepAny}
-	d, r, c := readAlone(t, src, targets, EngineOptions{RowsPerRequest: 20, VariablesPerRequest: 2}, 0)
+	d, r, c := readAlone(t, src, targets, EngineOptions{RowsPerRequest: 20, VariablesPerRequest: 2, Counts: src}, 0)
 	if r.n.requests.Load() != 2 || r.proofs.asked.Load() != 2 || r.n.splits.Load() != 0 {
 		t.Errorf("%d requests, %d counts, %d splits; want 2, 2, 0", r.n.requests.Load(), r.proofs.asked.Load(), r.n.splits.Load())
 	}
@@ -121,7 +121,7 @@ func TestReaderProvesFramesOfTheLimitWholeWithOneCountEach(t *testing.T) {
 func TestReaderReadsAgainOnlyWhatACountLeftUnproven(t *testing.T) {
 	mem, targets := fixture(2, 100, 1_700_000_000_000)
 	src := &orderSource{memSource: mem, mode: keepNewestDesc}
-	d, r, c := readAlone(t, src, targets, EngineOptions{RowsPerRequest: 30, VariablesPerRequest: 1}, 0)
+	d, r, c := readAlone(t, src, targets, EngineOptions{RowsPerRequest: 30, VariablesPerRequest: 1, Counts: src}, 0)
 	checkReadOnce(t, d, mem, ids(targets), 0)
 	for _, tg := range targets {
 		if n := r.byID[tg.Variable.ID].reloaded; n != 0 {

@@ -7,51 +7,9 @@ import (
 	"slices"
 	"sort"
 	"sync/atomic"
-	"time"
 
 	"go.uber.org/zap"
 )
-
-// RefreshSource is what the metadata refresh reads beyond the walk: the
-// device list (to tell deleted devices), groups with their members, and
-// organizations.
-type RefreshSource interface {
-	ScopeResolver
-	// Devices lists every device of the account (all pages).
-	Devices(ctx context.Context, fn func(Device) error) error
-	// ListDeviceGroups lists every device group; Members is left empty
-	// (GroupDeviceIDs gives them).
-	ListDeviceGroups(ctx context.Context, fn func(DeviceGroup) error) error
-	// ListOrganizations lists every organization. It needs an
-	// organization- or account-scoped token; with an ordinary one it fails
-	// with an error for which IsPermissionDenied is true.
-	ListOrganizations(ctx context.Context, fn func(Organization) error) error
-}
-
-// RefreshStore is the warehouse side of the metadata refresh.
-type RefreshStore interface {
-	MetadataWriter
-	// LiveDevices returns the organization id (maybe empty) of every device
-	// not marked deleted, by device id.
-	LiveDevices(ctx context.Context) (map[string]string, error)
-	// WriteChangedDevices stores the devices whose live row is missing or
-	// differs from what WriteDevices would write, and returns the live
-	// rows the list lacks. An unchanged device costs no row, so a cycle
-	// in which nothing changed writes none.
-	WriteChangedDevices(ctx context.Context, devices []Device, syncedAt time.Time) (MetadataDiff, error)
-	// WriteChangedVariables is WriteChangedDevices for variables; each
-	// missing row names its device.
-	WriteChangedVariables(ctx context.Context, vars []Variable, syncedAt time.Time) (MetadataDiff, error)
-	MarkDevicesDeleted(ctx context.Context, ids []string) error
-	MarkVariablesDeleted(ctx context.Context, ids []string) error
-	// WriteOrganizations stores the complete list of organizations; those
-	// stored before and missing from it are marked deleted.
-	WriteOrganizations(ctx context.Context, orgs []Organization, syncedAt time.Time) error
-	// WriteDeviceGroups stores the complete list of groups with their
-	// members: groups missing from it are marked deleted, and memberships
-	// missing from it are marked removed.
-	WriteDeviceGroups(ctx context.Context, groups []DeviceGroup, syncedAt time.Time) error
-}
 
 // RefreshOptions configure the metadata refresh.
 type RefreshOptions struct {
@@ -85,20 +43,7 @@ func NewRefresh(src RefreshSource, store RefreshStore, opts RefreshOptions, logg
 	return &Refresh{src: src, store: store, opts: opts, log: logger}
 }
 
-var (
-	_ MetadataWriter = (*Refresh)(nil)
-	_ SnapshotWriter = (*Refresh)(nil)
-)
-
-// WriteDevices stores devices as they are (no deletion marks).
-func (f *Refresh) WriteDevices(ctx context.Context, devices []Device, syncedAt time.Time) error {
-	return f.store.WriteDevices(ctx, devices, syncedAt)
-}
-
-// WriteVariables stores variables as they are (no deletion marks).
-func (f *Refresh) WriteVariables(ctx context.Context, vars []Variable, syncedAt time.Time) error {
-	return f.store.WriteVariables(ctx, vars, syncedAt)
-}
+var _ SnapshotWriter = (*Refresh)(nil)
 
 // WriteSnapshot refreshes every metadata table from one cycle's walk. An
 // error storing devices or variables is returned as is and fails the cycle;

@@ -31,16 +31,6 @@ type Touched struct {
 	Loaded bool
 }
 
-// Rollup is the hook that keeps the analyst tables exact. Recompute is
-// called with what a commit made durable, after the warehouse acknowledged
-// it and before its marks are written, so that a crash in between leaves
-// the marks behind and the next pass hands the same ranges again. It may
-// be called concurrently by other passes and processes, with overlapping
-// ranges.
-type Rollup interface {
-	Recompute(ctx context.Context, touched []Touched) error
-}
-
 // touchedOf is what t leaves for the hook once its holds are released,
 // false when nothing: the range of its loaded rows widened down to
 // t.From, or, when it loaded nothing, the part of its window the floor

@@ -70,7 +70,7 @@ func TestRemainderOfFramesProvenByDifferentCountsIsPlannedFromEachFramesOwnWindo
 	for _, order := range [][]Target{targets, {targets[1], targets[0]}} {
 		st := &memStore{marks: map[string]Mark{}}
 		w := &memWriter{rows: map[string]map[int64]Row{}}
-		res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 10, VariablesPerRequest: 2, MaxInFlight: 1}, nil, nil, nil).Run(context.Background(), order)
+		res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 10, VariablesPerRequest: 2, MaxInFlight: 1, Counts: src}, nil, nil, nil).Run(context.Background(), order)
 		if len(res.Failed) != 0 {
 			t.Fatalf("failed: %v", res.Failed)
 		}
@@ -168,7 +168,7 @@ func TestCutFramesOfPointsAheadOfTheCycleAreNotReadAgainForEver(t *testing.T) {
 			st := &memStore{marks: map[string]Mark{}}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 1, MaxInFlight: 1}, nil, nil, nil).Run(ctx, targets)
+			res := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 1, MaxInFlight: 1, Counts: src}, nil, nil, nil).Run(ctx, targets)
 			if len(res.Failed) != 0 || src.series > 20 {
 				t.Fatalf("%d raw-series requests and %d counts for 50 points and 250 ahead (failed: %v)", src.series, src.counted, res.Failed)
 			}

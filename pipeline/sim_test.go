@@ -212,14 +212,15 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	w.mu.Lock()
 	p.cancel, p.startSeq = cancel, w.seq
 	w.mu.Unlock()
-	var src Source = simSource{p}
+	src := simSource{p}
+	var counts CountSource
 	if w.cfg.counts != countsNone {
-		src = simCountingSource{simSource{p}}
+		counts = simCountingSource{src}
 	}
 	opts := SyncOptions{
 		Engine: EngineOptions{RowsPerRequest: w.cfg.rows, VariablesPerRequest: w.cfg.perReq, MaxInFlight: w.cfg.inFlight,
 			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond,
-			Rollup: simRollup{p}},
+			Rollup: simRollup{p}, Counts: counts},
 		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
 		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },

@@ -770,6 +770,20 @@ func (s simStore) Load(ctx context.Context) (map[string]Mark, error) {
 	return out, nil
 }
 
+// ScanMarks is Load, one mark at a time (the same faults).
+func (s simStore) ScanMarks(ctx context.Context, fn func(Mark) error) error {
+	marks, err := s.Load(ctx)
+	if err != nil {
+		return err
+	}
+	for _, m := range marks {
+		if err := fn(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (s simStore) Commit(_ context.Context, marks []Mark) error {
 	w := s.p.w
 	w.mu.Lock()

@@ -30,13 +30,6 @@ func (s Scope) Empty() bool {
 	return len(s.Devices) == 0 && len(s.Tags) == 0 && len(s.Groups) == 0 && len(s.Organizations) == 0
 }
 
-// ScopeResolver is the part of a Source that resolves group and organization
-// scopes to device ids.
-type ScopeResolver interface {
-	GroupDeviceIDs(ctx context.Context, group string) ([]string, error)
-	OrganizationDeviceIDs(ctx context.Context, org string) ([]string, error)
-}
-
 // SyncOptions configure cycles and backfills.
 type SyncOptions struct {
 	Engine EngineOptions
@@ -63,9 +56,10 @@ type SyncOptions struct {
 // Stages are the steps of a cycle besides moving the points, each
 // optional.
 type Stages struct {
-	// Metadata stores the walk's metadata; a SnapshotWriter (*Refresh)
-	// also marks deletions and refreshes groups and organizations.
-	Metadata MetadataWriter
+	// Metadata stores the walk's metadata: *Refresh also marks deletions
+	// and refreshes groups and organizations; WalkMetadata stores devices
+	// and variables alone.
+	Metadata SnapshotWriter
 	// Events syncs the configured events' logs.
 	Events *EventSync
 }
@@ -352,25 +346,14 @@ type cycleMarks struct {
 	marks map[string]markVals
 }
 
-// loadCycleMarks reads the marks of st, as a stream when st is a
-// MarkScanner.
+// loadCycleMarks reads the marks of st as a stream.
 func loadCycleMarks(ctx context.Context, st StateStore) (*cycleMarks, error) {
 	c := &cycleMarks{StateStore: st, marks: map[string]markVals{}}
-	if sc, ok := st.(MarkScanner); ok {
-		err := sc.ScanMarks(ctx, func(m Mark) error {
-			c.marks[m.VariableID] = valsOf(m)
-			return nil
-		})
-		return c, err
-	}
-	all, err := st.Load(ctx)
-	if err != nil {
-		return nil, err
-	}
-	for id, m := range all {
-		c.marks[id] = valsOf(m)
-	}
-	return c, nil
+	err := st.ScanMarks(ctx, func(m Mark) error {
+		c.marks[m.VariableID] = valsOf(m)
+		return nil
+	})
+	return c, err
 }
 
 // Commit commits through the store, then merges what it committed.
@@ -399,20 +382,9 @@ func (c *cycleMarks) get(id string) (Mark, bool) {
 	return v.mark(id), true
 }
 
-// writeMetadata stores the walk's metadata. A SnapshotWriter gets the walk
-// whole (it also marks deletions and refreshes groups, organizations and
-// event logs); a plain MetadataWriter gets devices and variables.
+// writeMetadata stores the walk's metadata.
 func (s *Syncer) writeMetadata(ctx context.Context, devices []Device, vars []Variable, now time.Time) error {
-	if sw, ok := s.stages.Metadata.(SnapshotWriter); ok {
-		return sw.WriteSnapshot(ctx, Snapshot{Devices: devices, Variables: vars, Scoped: !s.opts.Scope.Empty(), At: now})
-	}
-	if err := s.stages.Metadata.WriteDevices(ctx, devices, now); err != nil {
-		return fmt.Errorf("store device metadata: %w", err)
-	}
-	if err := s.stages.Metadata.WriteVariables(ctx, vars, now); err != nil {
-		return fmt.Errorf("store variable metadata: %w", err)
-	}
-	return nil
+	return s.stages.Metadata.WriteSnapshot(ctx, Snapshot{Devices: devices, Variables: vars, Scoped: !s.opts.Scope.Empty(), At: now})
 }
 
 // VariableLag is the lag of one variable.

@@ -8,7 +8,6 @@
 package pipeline
 
 import (
-	"context"
 	"encoding/json"
 	"time"
 )
@@ -66,27 +65,6 @@ type SeriesRequest struct {
 	Limit int
 }
 
-// FrameSink receives a raw-series response frame by frame, in request order.
-// Frame i belongs to SeriesRequest.VariableIDs[i].
-type FrameSink interface {
-	// Point is called once per non-null row of frame i.
-	Point(i int, p Point) error
-	// EndFrame is called after the last row of frame i with the number of
-	// rows the frame held (null rows included), so the caller can tell a
-	// frame cut by the limit.
-	EndFrame(i int, rows int) error
-}
-
-// Source is the Fleet Telemetry Service as the sync needs it.
-type Source interface {
-	// Walk lists the in-scope devices and their variables, every page, each
-	// variable carrying its device's id and label. The slices are the
-	// caller's (a cycle clears what only its metadata stage needs).
-	Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error)
-	// Series streams the raw series of req into sink.
-	Series(ctx context.Context, req SeriesRequest, sink FrameSink) error
-}
-
 // Mark is the sync position of one variable.
 type Mark struct {
 	VariableID string
@@ -107,40 +85,6 @@ type Mark struct {
 	// first cycle that ends at or after it.
 	FutureMs  int64
 	UpdatedAt time.Time
-}
-
-// StateStore keeps the marks. Implementations must never move a mark
-// backwards: Commit keeps the greater HwmMs of the stored and the given mark.
-type StateStore interface {
-	Load(ctx context.Context) (map[string]Mark, error)
-	Commit(ctx context.Context, marks []Mark) error
-}
-
-// Writer loads points into the warehouse, one INSERT at a time, taking each
-// INSERT's rows chunk by chunk: a chunk goes back to the engine's pool as
-// soon as it is appended, so an INSERT can be large (fewer, bigger parts for
-// the server to write and merge) while memory holds only the chunks in
-// flight, not every row of the INSERT until it is acknowledged.
-type Writer interface {
-	// Begin opens an INSERT. It retries retryable failures to connect within
-	// the writer's own budget; an error means that budget is spent or the
-	// failure is permanent.
-	Begin(ctx context.Context) (Insert, error)
-}
-
-// Insert is one open INSERT of a Writer. Its rows are acknowledged
-// only by a successful Commit: after a failed Append or Commit, or an Abort,
-// some of them may be stored and some not, which the ReplacingMergeTree
-// version makes harmless once they are read again.
-type Insert interface {
-	// Append sends the chunk's rows; the caller may reuse the chunk as soon
-	// as it returns.
-	Append(chunk *Batch) error
-	// Commit ends the INSERT and returns once the server has acknowledged
-	// every row appended.
-	Commit() error
-	// Abort abandons the INSERT and releases its connection.
-	Abort()
 }
 
 // VariableError is implemented by a source's error that belongs to one

@@ -41,9 +41,6 @@ func (s *ClickHouse) Load(ctx context.Context) (map[string]pipeline.Mark, error)
 	return marks, nil
 }
 
-// A cycle reads the marks of the ClickHouse store as a stream.
-var _ pipeline.MarkScanner = (*ClickHouse)(nil)
-
 // ScanMarks hands each variable's mark, as Load has it, to fn as the rows
 // arrive, so that a cycle keeps them in its own compact form rather than
 // in a map of whole marks as well.

@@ -74,6 +74,24 @@ func (f *File) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 	return f.read()
 }
 
+// ScanMarks hands every stored mark to fn. The file is read whole anyway;
+// only its marks are not kept beside the caller's.
+func (f *File) ScanMarks(ctx context.Context, fn func(pipeline.Mark) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	doc, err := f.readDoc()
+	if err != nil {
+		return err
+	}
+	for id, m := range doc.Marks {
+		if err := fn(m.mark(id)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (f *File) read() (map[string]pipeline.Mark, error) {
 	doc, err := f.readDoc()
 	if err != nil {

@@ -54,11 +54,13 @@ func (b *bench) profiled(ctx context.Context) error {
 		return err
 	}
 	w := &countingWriter{w: ch}
-	syncer := pipeline.NewSyncer(fleet.New(api, fleet.Options{MaxInFlight: t.MaxInFlight}), w, pipeline.Stages{Metadata: ch}, state.NewClickHouse(ch), pipeline.SyncOptions{
+	src := fleet.New(api, fleet.Options{MaxInFlight: t.MaxInFlight})
+	syncer := pipeline.NewSyncer(src, w, pipeline.Stages{Metadata: pipeline.WalkMetadata(ch)}, state.NewClickHouse(ch), pipeline.SyncOptions{
 		Engine: pipeline.EngineOptions{
 			RowsPerRequest:      t.RowsPerRequest,
 			VariablesPerRequest: t.VariablesPerRequest,
 			MaxInFlight:         t.MaxInFlight,
+			Counts:              src,
 			BatchRows:           t.BatchRows,
 			BatchAge:            5 * time.Second,
 			InsertWorkers:       t.InsertWorkers,

@@ -273,6 +273,11 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 			Organizations: c.Sync.Organizations,
 		},
 	}
+	// The API counts points, which proves a cut frame whole instead of
+	// reading it again (pipeline/density.go).
+	if a.src != nil {
+		o.Engine.Counts = a.src
+	}
 	// Every shard keeps the rollups of its own variables.
 	if c.Sync.Rollups && a.ch != nil {
 		o.Engine.Rollup = a.ch

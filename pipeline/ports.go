@@ -1,0 +1,196 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+)
+
+// The ports: every interface an adapter implements for the sync, grouped
+// by who implements it, so that a new source, warehouse or state store
+// starts from this file. docs/architecture.md says which are needed for
+// which command. Optional capabilities are fields of the options that
+// take them (EngineOptions.Counts, Stages.Metadata and Stages.Events),
+// wired by cmd, never found by a type assertion.
+
+// What a source implements. Series and Walk are the whole of what the
+// engine reads; the rest are the metadata stage's (RefreshSource,
+// EventSource) and one optional capability (CountSource). A source also
+// classifies its errors with the interfaces of errors.go (retryable, past
+// retention, not found, one variable's, permission) and, for `fleetsync
+// verify`, implements pipeline/verify's Source.
+
+// Source is the Fleet Telemetry Service as the sync needs it.
+type Source interface {
+	// Walk lists the in-scope devices and their variables, every page, each
+	// variable carrying its device's id and label. The slices are the
+	// caller's (a cycle clears what only its metadata stage needs).
+	Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error)
+	// Series streams the raw series of req into sink.
+	Series(ctx context.Context, req SeriesRequest, sink FrameSink) error
+}
+
+// FrameSink receives a raw-series response frame by frame, in request order.
+// Frame i belongs to SeriesRequest.VariableIDs[i].
+type FrameSink interface {
+	// Point is called once per non-null row of frame i.
+	Point(i int, p Point) error
+	// EndFrame is called after the last row of frame i with the number of
+	// rows the frame held (null rows included), so the caller can tell a
+	// frame cut by the limit.
+	EndFrame(i int, rows int) error
+}
+
+// CountSource is the optional capability of a Source that can count
+// points per variable over a window, with one request for several
+// variables. Wired as EngineOptions.Counts, it lets the engine prove a
+// frame of `limit` rows whole instead of reading its window again
+// (density.go); without it cut frames are read again in halves.
+type CountSource interface {
+	// Count returns the number of points of each variable in [start, end]
+	// (POSIX ms, inclusive), in the order of ids; -1 where the source gave
+	// no count.
+	Count(ctx context.Context, ids []string, start, end int64) ([]int64, error)
+}
+
+// ScopeResolver is the part of a Source that resolves group and organization
+// scopes to device ids.
+type ScopeResolver interface {
+	GroupDeviceIDs(ctx context.Context, group string) ([]string, error)
+	OrganizationDeviceIDs(ctx context.Context, org string) ([]string, error)
+}
+
+// RefreshSource is what the metadata refresh reads beyond the walk: the
+// device list (to tell deleted devices), groups with their members, and
+// organizations.
+type RefreshSource interface {
+	ScopeResolver
+	// Devices lists every device of the account (all pages).
+	Devices(ctx context.Context, fn func(Device) error) error
+	// ListDeviceGroups lists every device group; Members is left empty
+	// (GroupDeviceIDs gives them).
+	ListDeviceGroups(ctx context.Context, fn func(DeviceGroup) error) error
+	// ListOrganizations lists every organization. It needs an
+	// organization- or account-scoped token; with an ordinary one it fails
+	// with an error for which IsPermissionDenied is true.
+	ListOrganizations(ctx context.Context, fn func(Organization) error) error
+}
+
+// EventSource lists an event's logs.
+type EventSource interface {
+	// ListEventLogs calls fn for the event's logs, page by page, following
+	// the service's cursor. An error returned by fn stops the listing and
+	// is returned wrapped.
+	ListEventLogs(ctx context.Context, event string, fn func(EventLog) error) error
+}
+
+// What a warehouse implements: the streamed INSERTs of points (Writer,
+// Insert), the analyst tables' hook (Rollup), the metadata tables
+// (MetadataWriter, RefreshStore) and the event logs (EventLogWriter); for
+// `fleetsync verify`, pipeline/verify's Warehouse.
+
+// Writer loads points into the warehouse, one INSERT at a time, taking each
+// INSERT's rows chunk by chunk: a chunk goes back to the engine's pool as
+// soon as it is appended, so an INSERT can be large (fewer, bigger parts for
+// the server to write and merge) while memory holds only the chunks in
+// flight, not every row of the INSERT until it is acknowledged.
+type Writer interface {
+	// Begin opens an INSERT. It retries retryable failures to connect within
+	// the writer's own budget; an error means that budget is spent or the
+	// failure is permanent.
+	Begin(ctx context.Context) (Insert, error)
+}
+
+// Insert is one open INSERT of a Writer. Its rows are acknowledged
+// only by a successful Commit: after a failed Append or Commit, or an Abort,
+// some of them may be stored and some not, which the ReplacingMergeTree
+// version makes harmless once they are read again.
+type Insert interface {
+	// Append sends the chunk's rows; the caller may reuse the chunk as soon
+	// as it returns.
+	Append(chunk *Batch) error
+	// Commit ends the INSERT and returns once the server has acknowledged
+	// every row appended.
+	Commit() error
+	// Abort abandons the INSERT and releases its connection.
+	Abort()
+}
+
+// Rollup is the hook that keeps the analyst tables exact. Recompute is
+// called with what a commit made durable, after the warehouse acknowledged
+// it and before its marks are written, so that a crash in between leaves
+// the marks behind and the next pass hands the same ranges again. It may
+// be called concurrently by other passes and processes, with overlapping
+// ranges.
+type Rollup interface {
+	Recompute(ctx context.Context, touched []Touched) error
+}
+
+// MetadataWriter stores the metadata snapshot of each cycle.
+type MetadataWriter interface {
+	WriteDevices(ctx context.Context, devices []Device, syncedAt time.Time) error
+	WriteVariables(ctx context.Context, vars []Variable, syncedAt time.Time) error
+}
+
+// SnapshotWriter is the metadata stage of a cycle (Stages.Metadata): it
+// takes the cycle's whole walk at once, so that it can also tell what was
+// deleted and refresh the rest of the fleet's metadata. *Refresh is the
+// full one; WalkMetadata makes one of a plain MetadataWriter.
+type SnapshotWriter interface {
+	WriteSnapshot(ctx context.Context, snap Snapshot) error
+}
+
+// RefreshStore is the warehouse side of the metadata refresh.
+type RefreshStore interface {
+	MetadataWriter
+	// LiveDevices returns the organization id (maybe empty) of every device
+	// not marked deleted, by device id.
+	LiveDevices(ctx context.Context) (map[string]string, error)
+	// WriteChangedDevices stores the devices whose live row is missing or
+	// differs from what WriteDevices would write, and returns the live
+	// rows the list lacks. An unchanged device costs no row, so a cycle
+	// in which nothing changed writes none.
+	WriteChangedDevices(ctx context.Context, devices []Device, syncedAt time.Time) (MetadataDiff, error)
+	// WriteChangedVariables is WriteChangedDevices for variables; each
+	// missing row names its device.
+	WriteChangedVariables(ctx context.Context, vars []Variable, syncedAt time.Time) (MetadataDiff, error)
+	MarkDevicesDeleted(ctx context.Context, ids []string) error
+	MarkVariablesDeleted(ctx context.Context, ids []string) error
+	// WriteOrganizations stores the complete list of organizations; those
+	// stored before and missing from it are marked deleted.
+	WriteOrganizations(ctx context.Context, orgs []Organization, syncedAt time.Time) error
+	// WriteDeviceGroups stores the complete list of groups with their
+	// members: groups missing from it are marked deleted, and memberships
+	// missing from it are marked removed.
+	WriteDeviceGroups(ctx context.Context, groups []DeviceGroup, syncedAt time.Time) error
+}
+
+// EventLogWriter stores event logs in the warehouse.
+type EventLogWriter interface {
+	WriteEventLogs(ctx context.Context, logs []EventLog) error
+}
+
+// What a state store implements: the marks (StateStore) and the events'
+// marks (EventMarkStore); the sync lease is its Leaser (lease.go).
+
+// StateStore keeps the marks. Implementations must never move a mark
+// backwards: Commit keeps the greater HwmMs of the stored and the given mark.
+type StateStore interface {
+	// Load returns every stored mark by variable id.
+	Load(ctx context.Context) (map[string]Mark, error)
+	// ScanMarks hands every stored mark to fn, one at a time, each as Load
+	// has it: a cycle keeps them in its compact form only (a few integers a
+	// variable), never in a map of whole marks as well. An error from fn
+	// stops the scan and is returned.
+	ScanMarks(ctx context.Context, fn func(Mark) error) error
+	Commit(ctx context.Context, marks []Mark) error
+}
+
+// EventMarkStore keeps the events' marks (state.ClickHouse). Like the
+// variables' marks, an event's mark is committed only after the logs below
+// it were stored.
+type EventMarkStore interface {
+	// EventMarks returns the stored marks by event key.
+	EventMarks(ctx context.Context) (map[string]EventMark, error)
+	// CommitEventMark stores the event's new mark.
+	CommitEventMark(ctx context.Context, mark EventMark) error
+}
