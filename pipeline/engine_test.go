@@ -168,11 +168,13 @@ func fixture(nVars, nPoints int, start int64) (*memSource, []Target) {
 	for v := range nVars {
 		id := fmt.Sprintf("v%03d", v)
 		for p := range nPoints {
-			ctx := []byte("{}")
+			pt := Point{TsMs: start + int64(p)*1000 + int64(v), Value: float64(p), Context: []byte("{}")}
 			if v%2 == 1 {
-				ctx = []byte(fmt.Sprintf(`{"lat":%d.5,"lng":-%d.25}`, p, v))
+				// The source reads the position (extract/fleet for the API).
+				pt.Context = []byte(fmt.Sprintf(`{"lat":%d.5,"lng":-%d.25}`, p, v))
+				pt.Lat, pt.Lng, pt.HasLat, pt.HasLng = float64(p)+0.5, -float64(v)-0.25, true, true
 			}
-			src.points[id] = append(src.points[id], Point{TsMs: start + int64(p)*1000 + int64(v), Value: float64(p), Context: ctx})
+			src.points[id] = append(src.points[id], pt)
 		}
 		targets = append(targets, Target{Variable: Variable{ID: id, Label: "var" + id, DeviceID: "d1", DeviceLabel: "dev"}, Start: start, End: start + int64(nPoints)*1000 + 1000, From: start})
 	}
@@ -194,7 +196,7 @@ func checkLoaded(t *testing.T, src *memSource, w *memWriter, ids []string) {
 				t.Errorf("variable %s ts %d: got %+v (present %v), want value %v context %s", id, p.TsMs, r, ok, p.Value, p.Context)
 				return
 			}
-			lat, lng, hasLat, hasLng := LatLng(p.Context)
+			lat, lng, hasLat, hasLng := p.Lat, p.Lng, p.HasLat, p.HasLng
 			if r.HasLat != hasLat || r.HasLng != hasLng || r.Lat != lat || r.Lng != lng {
 				t.Errorf("variable %s ts %d: lat/lng %v/%v %v/%v, want %v/%v %v/%v", id, p.TsMs, r.Lat, r.HasLat, r.Lng, r.HasLng, lat, hasLat, lng, hasLng)
 				return

@@ -56,7 +56,6 @@ func (s *frameSink) Point(i int, p Point) error {
 		return nil
 	}
 	v := &t.Variable
-	lat, lng, hasLat, hasLng := LatLng(p.Context)
 	ctx := "{}"
 	if len(p.Context) > 2 {
 		ctx = string(p.Context)
@@ -65,7 +64,7 @@ func (s *frameSink) Point(i int, p Point) error {
 		s.frameMin = p.TsMs
 	}
 	s.chunk.Append(Row{VariableID: v.ID, DeviceID: v.DeviceID, DeviceLabel: v.DeviceLabel, VariableLabel: v.Label,
-		TsMs: p.TsMs, Value: p.Value, Context: ctx, Lat: lat, Lng: lng, HasLat: hasLat, HasLng: hasLng})
+		TsMs: p.TsMs, Value: p.Value, Context: ctx, Lat: p.Lat, Lng: p.Lng, HasLat: p.HasLat, HasLng: p.HasLng})
 	if p.TsMs > s.frameMax {
 		s.frameMax = p.TsMs
 	}

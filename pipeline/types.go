@@ -50,6 +50,11 @@ type Point struct {
 	TsMs    int64
 	Value   float64
 	Context []byte
+	// Lat and Lng are the position the source reads in the point (for the
+	// Fleet Telemetry API, the context's "lat" and "lng" numbers), each
+	// with whether it has one; they fill the lat and lng columns.
+	Lat, Lng       float64
+	HasLat, HasLng bool
 }
 
 // SeriesRequest asks the source for the raw series of several variables over

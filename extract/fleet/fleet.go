@@ -94,10 +94,14 @@ func (s *Source) Series(ctx context.Context, req pipeline.SeriesRequest, sink pi
 	return s.c.Series(ctx, fleetapi.SeriesRequest(req), frameSink{sink})
 }
 
-// frameSink hands the client's points to the pipeline's sink; the types
-// have the same fields, so the conversion copies three words.
+// frameSink hands the client's points to the pipeline's sink, with the
+// position their context carries (position.go): where a point's position
+// lies is this API's convention, not the pipeline's.
 type frameSink struct{ s pipeline.FrameSink }
 
-func (f frameSink) Point(i int, p fleetapi.Point) error { return f.s.Point(i, pipeline.Point(p)) }
+func (f frameSink) Point(i int, p fleetapi.Point) error {
+	lat, lng, hasLat, hasLng := LatLng(p.Context)
+	return f.s.Point(i, pipeline.Point{TsMs: p.TsMs, Value: p.Value, Context: p.Context, Lat: lat, Lng: lng, HasLat: hasLat, HasLng: hasLng})
+}
 
 func (f frameSink) EndFrame(i int, rows int) error { return f.s.EndFrame(i, rows) }
