@@ -9,7 +9,7 @@ import (
 // by who implements it, so that a new source, warehouse or state store
 // starts from this file. docs/architecture.md says which are needed for
 // which command. Optional capabilities are fields of the options that
-// take them (EngineOptions.Counts, Stages.Metadata and Stages.Events),
+// take them (EngineOptions.Counts and Rollup, Stages.Metadata and Events),
 // wired by cmd, never found by a type assertion.
 
 // What a source implements. Series and Walk are the whole of what the
@@ -19,7 +19,9 @@ import (
 // retention, not found, one variable's, permission) and, for `fleetsync
 // verify`, implements pipeline/verify's Source.
 
-// Source is the Fleet Telemetry Service as the sync needs it.
+// Source is a telemetry service as the sync reads it: the Fleet Telemetry
+// Service through extract/fleet, or any other that lists devices with
+// their variables and serves windows of a variable's points.
 type Source interface {
 	// Walk lists the in-scope devices and their variables, every page, each
 	// variable carrying its device's id and label. The slices are the
