@@ -144,6 +144,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		seriesOrder = v
 		return err
 	})
+	fs.IntVar(&opts.ContextBytes, "context-bytes", 0, "pad every generated point's context with a string member \"pad\" to at least `N` bytes of JSON (the generated contexts are {} or a ~32-byte lat/lng object); 0 = off")
+	fs.BoolVar(&opts.ResultsFirst, "results-first", false, "write the results member before the columns member in raw-series responses (JSON members are unordered; a client must hold the results until it knows the columns)")
 	fs.StringVar(&opts.PublicURL, "public-url", "", "`URL` (scheme, host, optional path prefix) on which the absolute URLs are built (next/previous links, url fields), as behind a proxy; default: the request's scheme and host")
 	fs.Float64Var(&opts.Live.PointsPerSecond, "live-points", 0, "live mode: new points per second (each newer than its variable's newest); 0 = off")
 	fs.Float64Var(&opts.Live.LatePointsPerSecond, "live-late-points", 0, "live mode: late points per second (behind their variable's newest); 0 = off")

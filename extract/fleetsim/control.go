@@ -194,6 +194,7 @@ func (s *Sim) control(r *http.Request, seg []string) (any, int, error) {
 			"seed": s.opts.Seed, "count_as_bool": s.opts.CountAsBool,
 			"last_activity": s.opts.LastActivity.String(), "public_url": s.publicURL,
 			"series_cut": s.opts.SeriesOrder.Cut.String(), "series_order": s.opts.SeriesOrder.Rows.String(),
+			"context_bytes": s.opts.ContextBytes, "results_first": s.opts.ResultsFirst,
 		}, http.StatusOK, nil
 	case n == 1 && seg[0] == "counters":
 		switch m {

@@ -252,12 +252,13 @@ func (s *Sim) generate() {
 			}
 			g := genSpec{
 				kind: k, n: o.Points, endMs: t0ms, stepMs: step, oldBase: oldBase,
-				tseed:  mix(seed, uint64(i)<<20|uint64(j%2)),
-				vseed:  mix(seed^0x5eed, uint64(gvi)),
-				phase:  unit01(mix(seed, uint64(gvi)+99)) * 2 * math.Pi,
-				lat:    city.lat + (unit01(mix(seed, uint64(gvi)+7))-0.5)*0.2,
-				lng:    city.lng + (unit01(mix(seed, uint64(gvi)+8))-0.5)*0.2,
-				lastMs: t0ms,
+				tseed:    mix(seed, uint64(i)<<20|uint64(j%2)),
+				vseed:    mix(seed^0x5eed, uint64(gvi)),
+				phase:    unit01(mix(seed, uint64(gvi)+99)) * 2 * math.Pi,
+				lat:      city.lat + (unit01(mix(seed, uint64(gvi)+7))-0.5)*0.2,
+				lng:      city.lng + (unit01(mix(seed, uint64(gvi)+8))-0.5)*0.2,
+				lastMs:   t0ms,
+				ctxBytes: o.ContextBytes,
 			}
 			if step >= 2 {
 				g.jitter = step / 2

@@ -110,7 +110,7 @@ func (s *Sim) writePoint(v *variable, ts, nowMs int64, rnd *rand.Rand) {
 	g := v.ser.gen
 	i := int(rnd.Int31())
 	p := overlayPoint{ts: ts, created: nowMs, value: g.value(g.nOld+i%max(g.n, 1), ts)}
-	if g.kind == kindPosition {
+	if g.kind == kindPosition || g.ctxBytes > 0 {
 		p.ctx = g.appendContext(nil, i)
 	}
 	v.ser.insert(p)

@@ -86,73 +86,107 @@ func (s *Sim) postRawSeries(w http.ResponseWriter, r *http.Request, _ []string, 
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	st := newStream(w)
+	var columns func()
+	var results func() bool
 	if q.join {
-		writeJoined(st, q, lo, hi, limit)
+		columns, results = joinedParts(st, q, lo, hi, limit)
 	} else {
-		writeFrames(st, q, lo, hi, limit, s.opts.SeriesOrder, s.opts.Seed)
+		columns, results = frameParts(st, q, lo, hi, limit, s.opts.SeriesOrder, s.opts.Seed)
 	}
+	writeResponse(st, columns, results, s.opts.ResultsFirst)
 	st.flush()
 }
 
-// writeFrames writes one frame per variable, each with its own column list;
-// every column but timestamp is prefixed with "<variable_id>.". Each frame
-// keeps the points and serves them in the order order says, drawing its
-// random choices from seed and the frame's variable, points and limit (see
-// frameRand).
-func writeFrames(st *stream, q *dataQuery, lo, hi int64, limit int, order SeriesOrder, seed int64) {
+// writeResponse writes the response object: `columns` then `results`, or
+// the other way round with resultsFirst (Options.ResultsFirst). results
+// returns false when the client is gone.
+func writeResponse(st *stream, columns func(), results func() bool, resultsFirst bool) {
+	if resultsFirst {
+		st.buf = append(st.buf, `{"results":`...)
+		if !results() {
+			return
+		}
+		st.buf = append(st.buf, `,"columns":`...)
+		columns()
+		st.buf = append(st.buf, '}')
+		return
+	}
+	st.buf = append(st.buf, `{"columns":`...)
+	columns()
+	st.buf = append(st.buf, `,"results":`...)
+	if results() {
+		st.buf = append(st.buf, '}')
+	}
+}
+
+// frameParts writes one frame per variable, each with its own column
+// list; every column but timestamp is prefixed with "<variable_id>.". Each
+// frame keeps the points and serves them in the order order says, drawing
+// its random choices from seed and the frame's variable, points and limit
+// (see frameRand). It returns the writers of the `columns` and `results`
+// values, for writeResponse to order.
+func frameParts(st *stream, q *dataQuery, lo, hi int64, limit int, order SeriesOrder, seed int64) (columns func(), results func() bool) {
 	kinds := make([]colKind, len(q.columns))
 	for i, c := range q.columns {
 		kinds[i] = colKinds[c]
 	}
-	st.buf = append(st.buf, `{"columns":[`...)
-	for i, vs := range q.vars {
-		if i > 0 {
-			st.buf = append(st.buf, ',')
-		}
+	columns = func() {
 		st.buf = append(st.buf, '[')
-		for j, c := range q.columns {
-			if j > 0 {
+		for i, vs := range q.vars {
+			if i > 0 {
 				st.buf = append(st.buf, ',')
 			}
-			if kinds[j] == colTimestamp {
-				st.buf = append(st.buf, `"timestamp"`...)
-			} else {
-				st.buf = appendJSONString(st.buf, vs.id+"."+c)
-			}
-		}
-		st.buf = append(st.buf, ']')
-	}
-	st.buf = append(st.buf, `],"results":[`...)
-	for i, vs := range q.vars {
-		if i > 0 {
-			st.buf = append(st.buf, ',')
-		}
-		st.buf = append(st.buf, '[')
-		if order != SeriesNewest {
-			for k, c := range orderedFrame(&vs.ser, vs.id, lo, hi, limit, order, seed) {
-				if !writeRow(st, k, kinds, &c, vs, q.precision) {
-					return
+			st.buf = append(st.buf, '[')
+			for j, c := range q.columns {
+				if j > 0 {
+					st.buf = append(st.buf, ',')
+				}
+				if kinds[j] == colTimestamp {
+					st.buf = append(st.buf, `"timestamp"`...)
+				} else {
+					st.buf = appendJSONString(st.buf, vs.id+"."+c)
 				}
 			}
 			st.buf = append(st.buf, ']')
-			continue
-		}
-		c := vs.ser.cursor(lo, hi)
-		for k := 0; (limit < 0 || k < limit) && c.next(); k++ {
-			if !writeRow(st, k, kinds, &c, vs, q.precision) {
-				return
-			}
 		}
 		st.buf = append(st.buf, ']')
 	}
-	st.buf = append(st.buf, "]}"...)
+	results = func() bool {
+		st.buf = append(st.buf, '[')
+		for i, vs := range q.vars {
+			if i > 0 {
+				st.buf = append(st.buf, ',')
+			}
+			st.buf = append(st.buf, '[')
+			if order != SeriesNewest {
+				for k, c := range orderedFrame(&vs.ser, vs.id, lo, hi, limit, order, seed) {
+					if !writeRow(st, k, kinds, &c, vs, q.precision) {
+						return false
+					}
+				}
+				st.buf = append(st.buf, ']')
+				continue
+			}
+			c := vs.ser.cursor(lo, hi)
+			for k := 0; (limit < 0 || k < limit) && c.next(); k++ {
+				if !writeRow(st, k, kinds, &c, vs, q.precision) {
+					return false
+				}
+			}
+			st.buf = append(st.buf, ']')
+		}
+		st.buf = append(st.buf, ']')
+		return true
+	}
+	return columns, results
 }
 
-// writeJoined writes one frame: timestamp first and unprefixed, then each
+// joinedParts writes one frame: timestamp first and unprefixed, then each
 // variable's block of "<variable_id>.<column>" in request order; rows are
 // outer-joined on timestamp (newest first) with null cells for a variable
-// without a point there.
-func writeJoined(st *stream, q *dataQuery, lo, hi int64, limit int) {
+// without a point there. It returns the writers of the `columns` and
+// `results` values, for writeResponse to order.
+func joinedParts(st *stream, q *dataQuery, lo, hi int64, limit int) (columns func(), results func() bool) {
 	var kinds []colKind
 	var names []string
 	for _, c := range q.columns {
@@ -161,14 +195,30 @@ func writeJoined(st *stream, q *dataQuery, lo, hi int64, limit int) {
 			names = append(names, c)
 		}
 	}
-	st.buf = append(st.buf, `{"columns":["timestamp"`...)
-	for _, vs := range q.vars {
-		for _, n := range names {
-			st.buf = append(st.buf, ',')
-			st.buf = appendJSONString(st.buf, vs.id+"."+n)
+	columns = func() {
+		st.buf = append(st.buf, `["timestamp"`...)
+		for _, vs := range q.vars {
+			for _, n := range names {
+				st.buf = append(st.buf, ',')
+				st.buf = appendJSONString(st.buf, vs.id+"."+n)
+			}
 		}
+		st.buf = append(st.buf, ']')
 	}
-	st.buf = append(st.buf, `],"results":[`...)
+	results = func() bool {
+		st.buf = append(st.buf, '[')
+		if !writeJoinedRows(st, q, kinds, lo, hi, limit) {
+			return false
+		}
+		st.buf = append(st.buf, ']')
+		return true
+	}
+	return columns, results
+}
+
+// writeJoinedRows writes the joined frame's rows; false when the client
+// is gone.
+func writeJoinedRows(st *stream, q *dataQuery, kinds []colKind, lo, hi int64, limit int) bool {
 	nv := len(q.vars)
 	curs := make([]cursor, nv)
 	left := make([]int, nv) // points each variable may still give (-1: no cap)
@@ -195,7 +245,7 @@ func writeJoined(st *stream, q *dataQuery, lo, hi int64, limit int) {
 			}
 		}
 		if !found {
-			break
+			return true
 		}
 		if !first {
 			st.buf = append(st.buf, ',')
@@ -227,11 +277,10 @@ func writeJoined(st *stream, q *dataQuery, lo, hi int64, limit int) {
 		if len(st.buf) >= 32<<10 {
 			st.flush()
 			if st.err != nil {
-				return
+				return false
 			}
 		}
 	}
-	st.buf = append(st.buf, "]}"...)
 }
 
 // writeRow writes the k-th row of a per-variable frame at the cursor's

@@ -25,6 +25,9 @@ type genSpec struct {
 	tseed, vseed  uint64
 	phase         float64
 	lat, lng      float64
+	// ctxBytes pads each context to at least this many bytes (0: off;
+	// Options.ContextBytes).
+	ctxBytes int
 }
 
 func (g *genSpec) total() int { return g.n + g.nOld }
@@ -67,8 +70,51 @@ var (
 	ctxEmpty    = []byte(`{}`)
 )
 
-// appendContext appends point i's context object as compact JSON.
+// maxContextBytes bounds Options.ContextBytes: a context is one cell of a
+// row, and a client may bound the size of one JSON token.
+const maxContextBytes = 64 << 10
+
+// appendContext appends point i's context object as compact JSON, padded
+// to g.ctxBytes when set.
 func (g *genSpec) appendContext(buf []byte, i int) []byte {
+	if g.ctxBytes <= 0 {
+		return g.appendBaseContext(buf, i)
+	}
+	start := len(buf)
+	buf = g.appendBaseContext(buf, i)
+	return padContext(buf, start, g.ctxBytes, splitmix64(g.vseed^0x9ad^uint64(i)))
+}
+
+// padContext adds a member "pad" to the object buf[start:] (compact JSON,
+// ending in '}') so that it is at least want bytes long; an object already
+// that long is left as it is. The pad's first 16 characters are h in hex,
+// so that no two points' contexts need be equal, the rest repeat them.
+func padContext(buf []byte, start, want int, h uint64) []byte {
+	n := len(buf) - start
+	if n >= want {
+		return buf
+	}
+	buf = buf[:len(buf)-1] // the closing '}'
+	if n > 2 {
+		buf = append(buf, ',')
+	}
+	buf = append(buf, `"pad":"`...)
+	fill := want - (len(buf) - start) - 2 // the closing `"}`
+	var hex [16]byte
+	for k := range hex {
+		hex[k] = hexDigits[h>>(60-4*k)&0xf]
+	}
+	for fill > 0 {
+		k := min(fill, len(hex))
+		buf = append(buf, hex[:k]...)
+		fill -= k
+	}
+	return append(buf, '"', '}')
+}
+
+// appendBaseContext appends point i's generated context object as compact
+// JSON.
+func (g *genSpec) appendBaseContext(buf []byte, i int) []byte {
 	switch g.kind {
 	case kindPosition:
 		h := splitmix64(g.vseed ^ 0xa5a5 ^ uint64(i))

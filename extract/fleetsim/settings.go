@@ -63,6 +63,17 @@ type Options struct {
 	// zero value, SeriesNewest, is the newest points, newest first;
 	// joined frames always are.
 	SeriesOrder SeriesOrder
+	// ContextBytes, when positive, pads every generated point's context
+	// with a string member "pad" to at least this many bytes of compact
+	// JSON, the shape of a service whose points carry rich contexts (the
+	// generated ones are at most ~32 bytes, {} for most points). The
+	// context stays one valid JSON object; lat and lng are kept.
+	ContextBytes int
+	// ResultsFirst makes raw-series responses carry `results` before
+	// `columns`. JSON members are unordered and the spec names both
+	// without an order, so a client that decodes `results` by the
+	// returned `columns` must hold them until the columns arrive.
+	ResultsFirst bool
 }
 
 // Faults describes failures injected into responses on /api/ paths; the

@@ -98,6 +98,9 @@ func New(opts Options) (*Sim, error) {
 	if err := opts.SeriesOrder.check(); err != nil {
 		return nil, err
 	}
+	if opts.ContextBytes < 0 || opts.ContextBytes > maxContextBytes {
+		return nil, fmt.Errorf("fleetsim: context bytes %d: want 0 (off) to %d", opts.ContextBytes, maxContextBytes)
+	}
 	if err := opts.RateLimit.check(); err != nil {
 		return nil, err
 	}
