@@ -46,6 +46,10 @@ func (b *Batch) Reset() { b.Truncate(0); b.Spans = b.Spans[:0]; b.Bytes = 0 }
 // Truncate drops every row from n on; a frame cut by the request limit is
 // discarded this way before it is re-read in smaller windows.
 func (b *Batch) Truncate(n int) {
+	// The contexts dropped are let go, so that a pooled chunk does not
+	// keep the last ones it held alive (each is a string of its own; the
+	// ids and labels are the variables').
+	clear(b.Context[n:])
 	b.VariableID = b.VariableID[:n]
 	b.DeviceID = b.DeviceID[:n]
 	b.DeviceLabel = b.DeviceLabel[:n]

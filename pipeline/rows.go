@@ -36,7 +36,22 @@ type frameSink struct {
 	touched bool
 }
 
-const maxChunkRows = 32 << 10
+// A chunk is handed to the loaders once it holds maxChunkRows rows or
+// maxChunkBytes bytes (Batch.Bytes), whichever comes first. The rows bound
+// keeps the columns' slices small; the bytes bound is what keeps memory
+// independent of the rows' size: a chunk's strings (the context, mostly)
+// live in it until it is loaded, and the writer's buffers grow to a
+// chunk's bytes, so with rows bounded alone, contexts 5 times larger made
+// the chunks in flight 5 times larger (issue 26). At fleetsim's ~120 bytes
+// a row, 32k rows are ~4 MiB: both bounds meet, and its chunks keep their
+// size.
+const (
+	maxChunkRows  = 32 << 10
+	maxChunkBytes = 4 << 20
+)
+
+// full says whether the chunk is due to be handed on.
+func full(b *Batch) bool { return b.Len() >= maxChunkRows || b.Bytes >= maxChunkBytes }
 
 func (s *frameSink) Point(i int, p Point) error {
 	s.touched = true
@@ -68,10 +83,11 @@ func (s *frameSink) Point(i int, p Point) error {
 	if p.TsMs > s.frameMax {
 		s.frameMax = p.TsMs
 	}
-	if s.chunk.Len() >= maxChunkRows {
+	if full(s.chunk) {
 		// A long frame does not wait for its end in the chunk: the chunk,
-		// hence the memory, stays at maxChunkRows whatever the limit and
-		// the response size. Its rows so far become a span of their own.
+		// hence the memory, stays within maxChunkRows and maxChunkBytes
+		// whatever the limit, the response size and the rows' size. Its
+		// rows so far become a span of their own.
 		s.r.mu.Lock()
 		s.closeSpan(t)
 		s.r.mu.Unlock()
@@ -130,7 +146,7 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 	}
 	s.r.mu.Unlock()
 	s.frameMax, s.frameFuture, s.frame, s.frameLoaded = 0, 0, frameStats{}, 0
-	if s.chunk.Len() >= maxChunkRows {
+	if full(s.chunk) {
 		s.nextChunk()
 	}
 	s.frameStart, s.frameBytes = s.chunk.Len(), s.chunk.Bytes
