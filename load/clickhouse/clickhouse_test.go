@@ -294,11 +294,7 @@ func TestWriteIntoTableMissingAColumnFailsPermanentlyWithoutRetry(t *testing.T) 
 
 func TestWriteRetriesUntilKilledServerIsResumed(t *testing.T) {
 	ctx := context.Background()
-	srv, err := chserver.Start(ctx, chserver.Options{})
-	if err != nil {
-		t.Fatalf("start ClickHouse: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
+	srv := chtest.Start(t, chserver.Options{})
 	c := newTestClient(t, srv, func(c *Config) { c.MaxElapsed = 2 * time.Minute; c.DialTimeout = 2 * time.Second })
 	var b pipeline.Batch
 	for i := range 1000 {

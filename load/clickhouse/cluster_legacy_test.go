@@ -69,20 +69,7 @@ func createV4Layout(t *testing.T, c *Client) {
 func replicaNames(t *testing.T, c *Client, table string) string {
 	t.Helper()
 	path := strings.ReplaceAll(c.cfg.ZookeeperPath, "{shard}", everywhereShard) + "/" + c.cfg.Database + "/" + table + "/replicas"
-	rows, err := c.conn.Query(context.Background(), "SELECT name FROM system.zookeeper WHERE path = ? ORDER BY name", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, n)
-	}
-	return strings.Join(out, " ")
+	return strings.Join(chtest.Strings(t, c.conn, "SELECT name FROM system.zookeeper WHERE path = ? ORDER BY name", path), " ")
 }
 
 // exactlyOnce checks that datapoints FINAL through the Distributed table
@@ -248,12 +235,8 @@ func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testi
 	noDatabase(db)
 
 	// A server that knows a cluster but has no macros.
-	solo, err := chserver.Start(ctx, chserver.Options{Extra: `
+	solo := chtest.Start(t, chserver.Options{Extra: `
   <remote_servers><solo><shard><replica><host>127.0.0.1</host><port>9</port></replica></shard></solo></remote_servers>`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer solo.Stop()
 	bare, err := Open(ctx, Config{Addr: []string{solo.Addr()}, Database: "never_created", Cluster: "solo"}, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)
@@ -267,11 +250,7 @@ func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testi
 
 	// Two replicas of one shard with one {replica}: ClickHouse would
 	// refuse the second only once the first tables exist.
-	twins, err := chserver.StartCluster(ctx, chserver.ClusterOptions{Shards: 1, Replicas: 2, ReplicaName: func(int, int) string { return "r1" }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer twins.Stop()
+	twins := chtest.StartCluster(t, chserver.ClusterOptions{Shards: 1, Replicas: 2, ReplicaName: func(int, int) string { return "r1" }})
 	tc, err := Open(ctx, Config{Addr: twins.Addrs(), Database: "never_created", Cluster: twins.Name()}, nil, prometheus.NewRegistry())
 	if err != nil {
 		t.Fatal(err)

@@ -319,27 +319,7 @@ func syncReplicas(t *testing.T, cl *chserver.Cluster, db string, names ...string
 // the rows that differ.
 func checkRollupsOf(t *testing.T, c *Client, id string) {
 	t.Helper()
-	ctx := context.Background()
-	lines := func(q string) []string {
-		t.Helper()
-		rows, err := c.Conn().Query(ctx, q, id)
-		if err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		defer rows.Close()
-		var out []string
-		for rows.Next() {
-			var line string
-			if err := rows.Scan(&line); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, line)
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return out
-	}
+	lines := func(q string) []string { t.Helper(); return chtest.Strings(t, c.Conn(), q, id) }
 	const hourly = "concat(toString(hour), ' count ', toString(count), ' sum ', toString(sum), ' min ', toString(min), ' max ', toString(max), " +
 		"' first ', toString(first_value), '@', toString(first_ts_ms), ' last ', toString(last_value), '@', toString(last_ts_ms))"
 	for _, q := range []struct{ name, got, want string }{

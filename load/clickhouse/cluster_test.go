@@ -17,6 +17,15 @@ import (
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
+// onSharedCluster is a migrated client of a fresh database on the shared
+// cluster.
+func onSharedCluster(t *testing.T) (*chserver.Cluster, string, *Client) {
+	t.Helper()
+	cl := chtest.Cluster(t)
+	db := chtest.ClusterDatabase(t, cl)
+	return cl, db, newClusterClient(t, cl, db, nil)
+}
+
 // newClusterClient opens a client on a fresh database of the shared cluster,
 // connected to addrs (every node when nil), and migrates it.
 func newClusterClient(t *testing.T, cl *chserver.Cluster, db string, addrs []string) *Client {
@@ -56,9 +65,7 @@ func nodeTables(t *testing.T, n *Client) map[string]string {
 }
 
 func TestClusterMigrateCreatesEveryTableOnEveryNodeAndTwiceChangesNothing(t *testing.T) {
-	cl := chtest.Cluster(t)
-	db := chtest.ClusterDatabase(t, cl)
-	c := newClusterClient(t, cl, db, nil)
+	cl, db, c := onSharedCluster(t)
 	ctx := context.Background()
 	ddl := func() map[string]string {
 		out := map[string]string{}
@@ -241,9 +248,7 @@ func replicationState(t *testing.T, clients []*Client, db string) []string {
 }
 
 func TestClusterWritesKeepEachVariableOnOneShardAndNeverTakeAReReadForARetry(t *testing.T) {
-	cl := chtest.Cluster(t)
-	db := chtest.ClusterDatabase(t, cl)
-	c := newClusterClient(t, cl, db, nil)
+	cl, db, c := onSharedCluster(t)
 	ctx := context.Background()
 	b := pointsOf(20, 50)
 	if err := c.Write(ctx, []*pipeline.Batch{b}); err != nil {

@@ -154,6 +154,26 @@ func (c *Cluster) nodeExtra(remote string, s, r int) string {
   </distributed_ddl>`, c.zk.Port(), s+1, c.replicaName(s, r), DDLPath)
 }
 
+// nodeOptions are the options of replica r of shard s, on the native
+// port tcpPort, in the cluster that remote (remote_servers) describes: the
+// cluster's server options, with an HTTP and an interserver port of its
+// own and the cluster's logger unless the server options name one.
+func (c *Cluster) nodeOptions(remote string, s, r, tcpPort int) (Options, error) {
+	o := c.opts.Server
+	o.TCPPort = tcpPort
+	o.Interserver = true
+	extra, err := c.reservePorts(2)
+	if err != nil {
+		return o, err
+	}
+	o.HTTPPort, o.InterserverPort = extra[0], extra[1]
+	if o.Logger == nil {
+		o.Logger = c.opts.Logger
+	}
+	o.Extra = c.nodeExtra(remote, s, r)
+	return o, nil
+}
+
 // startShards starts, at once, the servers of shards first.. (from 0) on
 // the native ports ports[shard-first][replica], each knowing the whole
 // cluster (every shard of c.Nodes), and waits for their ZooKeeper
@@ -168,18 +188,10 @@ func (c *Cluster) startShards(ctx context.Context, ports [][]int, first int) err
 	for i := range ports {
 		s := first + i
 		for r := range ports[i] {
-			o := c.opts.Server
-			o.TCPPort = ports[i][r]
-			o.Interserver = true
-			extra, err := c.reservePorts(2)
+			o, err := c.nodeOptions(remote, s, r, ports[i][r])
 			if err != nil {
 				return err
 			}
-			o.HTTPPort, o.InterserverPort = extra[0], extra[1]
-			if o.Logger == nil {
-				o.Logger = c.opts.Logger
-			}
-			o.Extra = c.nodeExtra(remote, s, r)
 			wg.Add(1)
 			go func(s, r int, o Options) {
 				defer wg.Done()
@@ -275,18 +287,10 @@ func (c *Cluster) ReplaceServer(ctx context.Context, s, r int) error {
 func (c *Cluster) startReplica(ctx context.Context, s, r int, shardPorts []int) error {
 	all := c.nativePorts(nil, len(c.Nodes))
 	all[s] = shardPorts
-	o := c.opts.Server
-	o.TCPPort = shardPorts[r]
-	o.Interserver = true
-	extra, err := c.reservePorts(2)
+	o, err := c.nodeOptions(remoteServers(c.name, all), s, r, shardPorts[r])
 	if err != nil {
 		return err
 	}
-	o.HTTPPort, o.InterserverPort = extra[0], extra[1]
-	if o.Logger == nil {
-		o.Logger = c.opts.Logger
-	}
-	o.Extra = c.nodeExtra(remoteServers(c.name, all), s, r)
 	srv, err := Start(ctx, o)
 	if err != nil {
 		return err
