@@ -14,7 +14,8 @@ type RetryableError interface {
 }
 
 // RetentionError is implemented by the source's error for a range that
-// reaches past the account's retention window (code 403003).
+// reaches past the account's retention window (for the Fleet Telemetry
+// API, a 403 with code 403003; extract/fleetapi tells it).
 type RetentionError interface {
 	error
 	RetentionExceeded() bool

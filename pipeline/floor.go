@@ -30,7 +30,7 @@ func newRetentionFloor(e *Engine, at int64) *retentionFloor {
 	return f
 }
 
-// move reacts to a 403003 (err) for a request of variable id over [start,
+// move reacts to a RetentionError (err) for a request of variable id over [start,
 // end]: the account's window is shorter than configured (or the service's
 // clock is ahead of ours). It searches the service's real floor with probes
 // of one millisecond (see find) and moves the floor to it plus
