@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-
-	"github.com/fleetsync/fleetsync/extract/fleetsim"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
 )
 
@@ -27,10 +24,10 @@ import (
 // cluster's profile has in_order; every other cluster test is the other
 // way.
 func TestClusterWithoutInOrderLoadBalancingACycleReadsItsOwnWrites(t *testing.T) {
-	cw := newClusterWorld(t, fleetsim.Options{})
+	cw := newClusterWorld(t, worldOpts{})
 	cw.setLoadBalancing("random")
 	t.Cleanup(func() { cw.setLoadBalancing("") })
-	cfgs := []string{cw.config(0, 2, ""), cw.config(1, 2, "")}
+	cfgs := []string{cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, "")}
 	for i, r := range cw.mustSync(cfgs...) {
 		if strings.Contains(r.stderr, "load_balancing") {
 			t.Errorf("shard %d speaks of load_balancing, which no longer matters:\n%s", i, lastLines(r.stderr, 5))
@@ -38,7 +35,7 @@ func TestClusterWithoutInOrderLoadBalancingACycleReadsItsOwnWrites(t *testing.T)
 	}
 	prev := cw.checkExact(map[string]int64{})
 	for i, base := range []float64{1000, 2000} {
-		cw.addPoints(base, true)
+		cw.addNewPoints(base, true, "")
 		cw.mustSync(cfgs...)
 		prev = cw.checkExact(prev)
 		t.Logf("cycle %d with load_balancing random: exact", i+2)
@@ -50,7 +47,7 @@ func TestClusterWithoutInOrderLoadBalancingACycleReadsItsOwnWrites(t *testing.T)
 // into users.xml and reloads within seconds; "" removes the file, back to
 // the cluster's in_order. It waits until a new session on every node has
 // the value.
-func (cw *clusterWorld) setLoadBalancing(mode string) {
+func (cw *world) setLoadBalancing(mode string) {
 	cw.t.Helper()
 	want := mode
 	if mode == "" {
@@ -93,7 +90,7 @@ func (cw *clusterWorld) setLoadBalancing(mode string) {
 // loadBalancing is the load_balancing of a new session of the default user
 // on node n.
 func loadBalancing(n *chserver.Server) (string, error) {
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{n.Addr()}, DialTimeout: 2 * time.Second, MaxOpenConns: 1})
+	conn, err := nodeConn(n)
 	if err != nil {
 		return "", err
 	}

@@ -5,11 +5,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,74 +26,34 @@ const benchShardSync = "rows_per_request: 500\nvariables_per_request: 1\nmax_in_
 //
 //	go test -tags cluster -run '^$' -bench BenchmarkClusterShardScaling -benchtime 1x ./cmd/fleetsync
 func BenchmarkClusterShardScaling(b *testing.B) {
-	cl := chtest.Cluster(b)
-	opts := fleetsim.Options{Seed: 21, Devices: 32, Variables: 4, Points: 2000, Span: 20 * 24 * time.Hour,
-		Faults: fleetsim.Faults{Latency: 100 * time.Millisecond}, Tokens: []string{shardToken(0), shardToken(1), shardToken(2), shardToken(3)}}
-	sim, err := fleetsim.New(opts)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer sim.Close()
-	srv := httptest.NewServer(sim)
-	defer srv.Close()
-	dir := b.TempDir()
-	for i := range 4 {
-		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("token-%d", i)), []byte(shardToken(i)), 0o600); err != nil {
-			b.Fatal(err)
-		}
-	}
+	w := newClusterWorld(b, worldOpts{sim: fleetsim.Options{Seed: 21, Devices: 32, Variables: 4, Points: 2000, Span: 20 * 24 * time.Hour,
+		Faults: fleetsim.Faults{Latency: 100 * time.Millisecond}}})
 	for range b.N {
 		var base time.Duration
 		for _, shards := range []int{1, 2, 4} {
-			db := chtest.ClusterDatabase(b, cl)
-			cfgDir := filepath.Join(dir, fmt.Sprintf("%s-%d", db, shards))
-			if err := os.MkdirAll(cfgDir, 0o755); err != nil {
-				b.Fatal(err)
-			}
-			for i := range 4 {
-				_ = os.Symlink(filepath.Join(dir, fmt.Sprintf("token-%d", i)), filepath.Join(cfgDir, fmt.Sprintf("token-%d", i)))
-			}
+			w.db = chtest.ClusterDatabase(b, w.cl)
 			// The schema first, so every count pays the same for its cycle.
-			migrateCfg := shardConfig(b, cfgDir, srv.URL, cl, db, 0, shards, benchShardSync)
-			var sink strings.Builder
-			if code := run(context.Background(), []string{"migrate", "--config", migrateCfg}, &sink, &sink, nil); code != 0 {
-				b.Fatalf("migrate: %s", sink.String())
+			if code, _, errs := w.cli(context.Background(), "migrate", "--config", w.shardConfig(0, shards, benchShardSync)); code != 0 {
+				b.Fatalf("migrate: %s", errs)
 			}
 			cfgs := make([]string, shards)
 			for i := range shards {
-				cfgs[i] = shardConfig(b, cfgDir, srv.URL, cl, db, i, shards, benchShardSync)
+				cfgs[i] = w.shardConfig(i, shards, benchShardSync)
 			}
-			sim.ResetCounters()
+			w.sim.ResetCounters()
 			t0 := time.Now()
-			var wg sync.WaitGroup
-			codes := make([]int, shards)
-			logs := make([]strings.Builder, shards)
-			for i, cfg := range cfgs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					var out strings.Builder
-					codes[i] = run(context.Background(), []string{"sync", "--config", cfg}, &out, &logs[i], nil)
-				}()
-			}
-			wg.Wait()
+			res := w.syncShards(nil, cfgs...)
 			wall := time.Since(t0)
-			for i, c := range codes {
-				if c != 0 {
-					b.Fatalf("%d shards: shard %d exited %d:\n%s", shards, i, c, lastLines(logs[i].String(), 10))
-				}
-			}
-			requests := 0
-			for k, c := range sim.Counters() {
-				if strings.Contains(k, "/api/") {
-					requests += c
+			for i, r := range res {
+				if r.code != 0 {
+					b.Fatalf("%d shards: shard %d exited %d:\n%s", shards, i, r.code, lastLines(r.stderr, 10))
 				}
 			}
 			if shards == 1 {
 				base = wall
 			}
 			b.ReportMetric(wall.Seconds(), fmt.Sprintf("s/%d-shards", shards))
-			b.Logf("%d shard(s): wall %s, %d API requests, speed-up %.2fx", shards, wall.Round(10*time.Millisecond), requests, base.Seconds()/wall.Seconds())
+			b.Logf("%d shard(s): wall %s, %d API requests, speed-up %.2fx", shards, wall.Round(10*time.Millisecond), w.allRequests(), base.Seconds()/wall.Seconds())
 		}
 	}
 }

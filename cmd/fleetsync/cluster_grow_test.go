@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -20,108 +19,6 @@ import (
 // Issue 25: a cluster as operators run it. These tests start a cluster of
 // their own (the shared one must keep its shape for the other tests).
 
-// startOwnCluster starts a 2x2 cluster for one test and stops it after.
-func startOwnCluster(t *testing.T, opts chserver.ClusterOptions) *chserver.Cluster {
-	t.Helper()
-	cl, err := chserver.StartCluster(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cl.Stop() })
-	return cl
-}
-
-// variablesByShard is, per shard of the cluster, the variables its local
-// datapoints table holds (read on its first replica, after settle); a
-// variable on two shards fails the test.
-func (cw *clusterWorld) variablesByShard() []map[string]bool {
-	cw.t.Helper()
-	out := make([]map[string]bool, len(cw.cl.Nodes))
-	where := map[string]int{}
-	for s, shard := range cw.cl.Nodes {
-		out[s] = map[string]bool{}
-		conn := openConn(cw.t, shard[0].Addr())
-		rows, err := conn.Query(context.Background(), "SELECT DISTINCT variable_id FROM `"+cw.db+"`.datapoints_local")
-		if err != nil {
-			cw.t.Fatal(err)
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				cw.t.Fatal(err)
-			}
-			if prev, ok := where[id]; ok {
-				cw.t.Errorf("variable %s has rows on shards %d and %d", id, prev+1, s+1)
-			}
-			where[id] = s
-			out[s][id] = true
-		}
-		rows.Close()
-	}
-	return out
-}
-
-// checkAnalystTables checks datapoints_hourly and datapoints_latest
-// through the Distributed tables against the same aggregates over
-// datapoints FINAL: one row per variable and hour with points, one per
-// variable, no duplicate. (rolluptest.Check reads datapoints FINAL with
-// ORDER BY, which 18.16 refuses through a Distributed table unless the
-// version column is selected: "Cannot find column version".)
-func (cw *clusterWorld) checkAnalystTables() {
-	cw.t.Helper()
-	t := cw.t
-	q := func(sql string) []string {
-		rows := queryRows(t, cw.conn, strings.ReplaceAll(sql, "DB.", "`"+cw.db+"`."))
-		sort.Strings(rows)
-		return rows
-	}
-	for _, c := range []struct{ name, got, want string }{
-		{"hourly",
-			"SELECT variable_id, device_id, hour, count, round(sum, 6), min, max, first_value, last_value, first_ts_ms, last_ts_ms FROM DB.datapoints_hourly FINAL WHERE count > 0",
-			"SELECT variable_id, argMax(device_id, ts_ms), toStartOfHour(ts) AS hour, count(), round(sum(value), 6), min(value), max(value), argMin(value, ts_ms), argMax(value, ts_ms), min(ts_ms), max(ts_ms) FROM DB.datapoints FINAL GROUP BY variable_id, hour"},
-		{"latest",
-			"SELECT variable_id, device_id, ts_ms, value, context FROM DB.datapoints_latest FINAL",
-			"SELECT variable_id, argMax(device_id, ts_ms), max(ts_ms), argMax(value, ts_ms), argMax(context, ts_ms) FROM DB.datapoints FINAL GROUP BY variable_id"},
-	} {
-		got, want := q(c.got), q(c.want)
-		if !reflect.DeepEqual(got, want) {
-			var diff []string
-			for i := 0; i < max(len(got), len(want)) && len(diff) < 4; i++ {
-				var g, w string
-				if i < len(got) {
-					g = got[i]
-				}
-				if i < len(want) {
-					w = want[i]
-				}
-				if g != w {
-					diff = append(diff, fmt.Sprintf("got %q want %q", g, w))
-				}
-			}
-			t.Errorf("datapoints_%s FINAL: %d rows, want %d; first differences: %s", c.name, len(got), len(want), strings.Join(diff, "; "))
-		}
-	}
-}
-
-// addRecentPoints gives every variable a point at now - i ms and a late one
-// 20 minutes before its newest point: both inside the next cycle's
-// lookback re-read, the late one below its mark.
-func (cw *clusterWorld) addRecentPoints(tag string) {
-	cw.t.Helper()
-	now := time.Now().UnixMilli()
-	for _, d := range cw.sim.Devices() {
-		for i, v := range d.Variables {
-			add := []fleetsim.SimPoint{{TimestampMs: now - int64(i) - 10, Value: 1000 + float64(i), Context: map[string]any{"note": tag}}}
-			if pts := cw.sim.Points(v.ID); len(pts) > 0 {
-				add = append(add, fleetsim.SimPoint{TimestampMs: pts[len(pts)-1].TimestampMs - 20*60*1000 + int64(i), Value: -5, Context: map[string]any{"note": tag + " late"}})
-			}
-			if err := cw.sim.AddPoints(v.ID, add); err != nil {
-				cw.t.Fatal(err)
-			}
-		}
-	}
-}
-
 // TestClusterReplicaNamesUniqueOnlyPerShardTwoShardsMigrateTogetherAndStayExact
 // is issue 25's done-when 1: on a 2x2 cluster whose replica macros are r1
 // and r2 in each shard (ClickHouse's own rule), two sync shards started
@@ -130,13 +27,13 @@ func (cw *clusterWorld) addRecentPoints(tag string) {
 // Before schema version 5 migrate failed here with ClickHouse's "Replica
 // .../devices/replicas/r2 already exists".
 func TestClusterReplicaNamesUniqueOnlyPerShardTwoShardsMigrateTogetherAndStayExact(t *testing.T) {
-	cl := startOwnCluster(t, chserver.ClusterOptions{PerShardReplicaNames: true})
-	cw := newClusterWorldOn(t, cl, fleetsim.Options{})
-	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
+	cl := chtest.StartCluster(t, chserver.ClusterOptions{PerShardReplicaNames: true})
+	cw := newClusterWorld(t, worldOpts{cluster: cl})
+	cfg0, cfg1 := cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, "")
 	cw.mustSync(cfg0, cfg1)
 	cw.settle()
 	cw.checkOracle()
-	cw.addRecentPoints("second")
+	cw.addNewPoints(1000, true, "second")
 	cw.mustSync(cfg0, cfg1)
 	cw.settle()
 	cw.checkOracle()
@@ -158,11 +55,11 @@ func TestClusterReplicaNamesUniqueOnlyPerShardTwoShardsMigrateTogetherAndStayExa
 // server synced from the same fleet.
 func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
 	started := time.Now().Add(-time.Second).Truncate(time.Second)
-	cl := startOwnCluster(t, chserver.ClusterOptions{})
-	cw := newClusterWorldOn(t, cl, fleetsim.Options{})
-	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
+	cl := chtest.StartCluster(t, chserver.ClusterOptions{})
+	cw := newClusterWorld(t, worldOpts{cluster: cl})
+	cfg0, cfg1 := cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, "")
 	for i := range 3 {
-		cw.addRecentPoints(fmt.Sprintf("before %d", i))
+		cw.addNewPoints(1000, true, fmt.Sprintf("before %d", i))
 		cw.mustSync(cfg0, cfg1)
 	}
 	cw.settle()
@@ -178,7 +75,7 @@ func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
 	// syncs) creates the tables on the new servers (every Distributed
 	// INSERT reaches every shard), says to run migrate and keeps placing
 	// every variable on the first two shards.
-	cw.addRecentPoints("between")
+	cw.addNewPoints(1000, true, "between")
 	res := cw.mustSync(cfg0, cfg1)
 	if !strings.Contains(res[0].stderr, "until `fleetsync migrate` runs") {
 		t.Errorf("a cycle on the grown cluster before migrate did not say to run it; its log ends:\n%s", lastLines(res[0].stderr, 5))
@@ -202,7 +99,7 @@ func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
 		}
 	}
 	for i := range 2 {
-		cw.addRecentPoints(fmt.Sprintf("after %d", i))
+		cw.addNewPoints(1000, true, fmt.Sprintf("after %d", i))
 		cw.mustSync(cfg0, cfg1)
 	}
 	cw.settle()
@@ -236,25 +133,12 @@ func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
 	}
 
 	// The README's queries, against one server synced from the same fleet.
-	srv := chtest.Shared(t)
-	single, singleDB := cw.singleServerConfig(cfg0, srv)
-	cw.mustSync(single, cfg0, cfg1)
+	one := cw.oneServerSync(chtest.Shared(t))
+	cw.mustSync(one.cfg, cfg0, cfg1)
 	cw.settle()
 	cw.checkMarksCovered(prev)
 	cw.checkOracle()
-	singleConn := openConn(t, srv.Addr())
-	for _, q := range readmeQueries(t, "DB") {
-		onCluster := queryRows(t, cw.conn, strings.ReplaceAll(q, "`DB`", "`"+cw.db+"`"))
-		onOne := queryRows(t, singleConn, strings.ReplaceAll(q, "`DB`", "`"+singleDB+"`"))
-		if strings.Contains(q, "device_group_member_changes") {
-			// Its at is the second a sync's snapshot saw the change.
-			onCluster, onOne = withoutSyncClock(t, onCluster, started, time.Now()), withoutSyncClock(t, onOne, started, time.Now())
-		}
-		if !reflect.DeepEqual(onCluster, onOne) {
-			t.Errorf("README query differs between the grown cluster (%d rows) and one server (%d rows):\n%s\nfirst rows: %v\nvs %v",
-				len(onCluster), len(onOne), q, onCluster[:min(3, len(onCluster))], onOne[:min(3, len(onOne))])
-		}
-	}
+	cw.checkReadmeQueries(one, started, time.Now())
 }
 
 // TestClusterServerReplacedByTheDocumentedProcedureCatchesUpAndStaysExact
@@ -265,10 +149,10 @@ func TestClusterGrowsFromTwoToThreeShardsAndStaysExact(t *testing.T) {
 // variable moves, and the next cycles are exact.
 func TestClusterServerReplacedByTheDocumentedProcedureCatchesUpAndStaysExact(t *testing.T) {
 	ctx := context.Background()
-	cl := startOwnCluster(t, chserver.ClusterOptions{PerShardReplicaNames: true})
-	cw := newClusterWorldOn(t, cl, fleetsim.Options{})
-	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
-	cw.addRecentPoints("before")
+	cl := chtest.StartCluster(t, chserver.ClusterOptions{PerShardReplicaNames: true})
+	cw := newClusterWorld(t, worldOpts{cluster: cl})
+	cfg0, cfg1 := cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, "")
+	cw.addNewPoints(1000, true, "before")
 	cw.mustSync(cfg0, cfg1)
 	cw.settle()
 	before := cw.variablesByShard()
@@ -278,11 +162,11 @@ func TestClusterServerReplacedByTheDocumentedProcedureCatchesUpAndStaysExact(t *
 		t.Fatal(err)
 	}
 	// The configurations list the servers: the new one instead.
-	cfg0, cfg1 = cw.config(0, 2, ""), cw.config(1, 2, "")
+	cfg0, cfg1 = cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, "")
 	if code, out, errs := cw.cli(ctx, "migrate", "--config", cfg0); code != 0 {
 		t.Fatalf("migrate after replacing a server exited %d: %s %s", code, out, lastLines(errs, 5))
 	}
-	cw.addRecentPoints("after")
+	cw.addNewPoints(1000, true, "after")
 	cw.mustSync(cfg0, cfg1)
 	cw.settle() // the new replica holds its sibling's datapoints rows
 	cw.checkOracle()
@@ -291,7 +175,7 @@ func TestClusterServerReplacedByTheDocumentedProcedureCatchesUpAndStaysExact(t *
 		t.Errorf("variables per shard changed with the replacement: %d/%d before, %d/%d after", len(before[0]), len(before[1]), len(after[0]), len(after[1]))
 	}
 	// The tables kept whole on every server reach the new one too.
-	fresh, sibling := openConn(t, cl.Nodes[1][0].Addr()), openConn(t, cl.Nodes[1][1].Addr())
+	fresh, sibling := openConn(t, cl.Nodes[1][0]), openConn(t, cl.Nodes[1][1])
 	for _, table := range []string{"devices", "variables", "sync_state", "variable_shards", "shard_layout"} {
 		q := "SELECT count() FROM `" + cw.db + "`." + table
 		deadline := time.Now().Add(time.Minute)
@@ -310,19 +194,7 @@ func TestClusterServerReplacedByTheDocumentedProcedureCatchesUpAndStaysExact(t *
 	}
 	// ZooKeeper keeps the old replica until it is removed by hand (the
 	// procedure's last step); the new one is there under its own name.
-	var names []string
-	rows, err := cw.conn.Query(ctx, "SELECT name FROM system.zookeeper WHERE path = '/clickhouse/tables/all/"+cw.db+"/devices/replicas' ORDER BY name")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		names = append(names, n)
-	}
-	rows.Close()
+	names := chtest.Strings(t, cw.conn, "SELECT name FROM system.zookeeper WHERE path = '/clickhouse/tables/all/"+cw.db+"/devices/replicas' ORDER BY name")
 	if want := "02-" + cl.ReplicaName(1, 0); !slices.Contains(names, want) || !slices.Contains(names, "02-"+oldName) {
 		t.Errorf("replicas of devices in ZooKeeper: %v, want the new %s beside the old 02-%s", names, want, oldName)
 	}

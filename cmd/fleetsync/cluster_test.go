@@ -6,21 +6,12 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
-	fsch "github.com/fleetsync/fleetsync/load/clickhouse"
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 )
 
@@ -32,10 +23,10 @@ import (
 // does not depend on the machine's speed; were the shards to exclude each
 // other, one would fail on the lease and the other's hold time out.
 func TestClusterTwoShardsStartedTogetherRunAtOnceAndSyncEveryPointOnce(t *testing.T) {
-	cw := newClusterWorld(t, fleetsim.Options{})
+	cw := newClusterWorld(t, worldOpts{})
 	reading := [2]chan struct{}{make(chan struct{}), make(chan struct{})}
 	var first [2]sync.Once
-	cw.handler = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	cw.gate.setHook(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 		if strings.HasPrefix(r.URL.Path, "/api/v1.6/data/") {
 			for i := range 2 {
 				if r.Header.Get("X-Auth-Token") == shardToken(i) {
@@ -50,8 +41,8 @@ func TestClusterTwoShardsStartedTogetherRunAtOnceAndSyncEveryPointOnce(t *testin
 			}
 		}
 		next.ServeHTTP(w, r)
-	}
-	res := cw.mustSync(cw.config(0, 2, ""), cw.config(1, 2, ""))
+	})
+	res := cw.mustSync(cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, ""))
 	cw.settle()
 	cw.checkOracle()
 
@@ -76,7 +67,7 @@ func TestClusterTwoShardsStartedTogetherRunAtOnceAndSyncEveryPointOnce(t *testin
 		}
 	}
 	// status, from either shard's configuration, shows every shard.
-	code, out, errs := cw.cli(context.Background(), "status", "--config", cw.config(1, 2, ""), "--limit", "0")
+	code, out, errs := cw.cli(context.Background(), "status", "--config", cw.shardConfig(1, 2, ""), "--limit", "0")
 	if code != 0 {
 		t.Fatalf("status exited %d: %s", code, lastLines(errs, 5))
 	}
@@ -97,20 +88,18 @@ func slowFleet() fleetsim.Options {
 const slowSync = "rows_per_request: 400\nvariables_per_request: 3\nmax_in_flight: 2\nbatch_rows: 2000"
 
 // awaitRows polls until some points have landed (the cycles are under way).
-func (cw *clusterWorld) awaitRows(done <-chan struct{}) {
-	cw.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for cw.distributedRows() == 0 {
+func (w *world) awaitRows(done <-chan struct{}) {
+	w.t.Helper()
+	poll(w.t, 2*time.Minute, "a point to land", func() bool {
 		select {
 		case <-done:
-			cw.t.Fatal("the sync finished before any point was seen loaded")
+			w.t.Fatal("the sync finished before any point was seen loaded")
 		default:
 		}
-		if time.Now().After(deadline) {
-			cw.t.Fatal("no point landed within 2 minutes")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		var n uint64
+		err := w.conn.QueryRow(context.Background(), "SELECT count() FROM `"+w.db+"`.datapoints").Scan(&n)
+		return err == nil && n > 0
+	})
 }
 
 // TestClusterTwoPodsOfOneIndexNeverDuplicateNorMoveAMarkBack is done-when
@@ -118,8 +107,8 @@ func (cw *clusterWorld) awaitRows(done <-chan struct{}) {
 // them exits 0 or steps aside on the lease; no point is duplicated under
 // FINAL, no mark moves backwards, and the next cycle is exact.
 func TestClusterTwoPodsOfOneIndexNeverDuplicateNorMoveAMarkBack(t *testing.T) {
-	cw := newClusterWorld(t, slowFleet())
-	cfg0, cfg1 := cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)
+	cw := newClusterWorld(t, worldOpts{sim: slowFleet()})
+	cfg0, cfg1 := cw.shardConfig(0, 2, slowSync), cw.shardConfig(1, 2, slowSync)
 	procs := []*proc{
 		startBinary(t, nil, "sync", "--config", cfg0),
 		startBinary(t, nil, "sync", "--config", cfg0),
@@ -149,35 +138,16 @@ func TestClusterTwoPodsOfOneIndexNeverDuplicateNorMoveAMarkBack(t *testing.T) {
 // TestClusterShardCountChangeFromTwoToThreeStaysExact is done-when 3: new
 // and late points between a cycle of 2 shards and one of 3.
 func TestClusterShardCountChangeFromTwoToThreeStaysExact(t *testing.T) {
-	cw := newClusterWorld(t, fleetsim.Options{})
-	cw.mustSync(cw.config(0, 2, ""), cw.config(1, 2, ""))
+	cw := newClusterWorld(t, worldOpts{})
+	cw.mustSync(cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, ""))
 	cw.settle()
 	prev := cw.checkMarksCovered(map[string]int64{})
-	now := time.Now().UnixMilli()
-	added := 0
-	for _, d := range cw.sim.Devices() {
-		for i, v := range d.Variables {
-			pts := cw.sim.Points(v.ID)
-			if len(pts) == 0 {
-				continue
-			}
-			newest := pts[len(pts)-1].TimestampMs
-			add := []fleetsim.SimPoint{
-				{TimestampMs: now - int64(i) - 10, Value: 1000 + float64(i), Context: map[string]any{"note": "new"}},
-				{TimestampMs: newest - 20*60*1000 + int64(i), Value: -5, Context: map[string]any{"note": "late"}},
-			}
-			if err := cw.sim.AddPoints(v.ID, add); err != nil {
-				t.Fatal(err)
-			}
-			added += len(add)
-		}
-	}
-	if added == 0 {
-		t.Fatal("no variable has points to add to")
+	if added := cw.addNewPoints(1000, true, "new"); len(added) == 0 {
+		t.Fatal("the fleet has no variable to add points to")
 	}
 	// The third shard takes its index from an Indexed Job's environment;
 	// the others' files set theirs, which wins over it.
-	res := cw.syncShards([]string{"JOB_COMPLETION_INDEX=2"}, cw.config(0, 3, ""), cw.config(1, 3, ""), cw.config(-1, 3, ""))
+	res := cw.syncShards([]string{"JOB_COMPLETION_INDEX=2"}, cw.shardConfig(0, 3, ""), cw.shardConfig(1, 3, ""), cw.shardConfig(-1, 3, ""))
 	for i, r := range res {
 		if r.code != 0 {
 			t.Fatalf("shard %d of 3 exited %d; its log ends:\n%s", i, r.code, lastLines(r.stderr, 15))
@@ -210,13 +180,13 @@ func TestClusterShardCountChangeFromTwoToThreeStaysExact(t *testing.T) {
 //     marks are exact.
 func TestClusterReplicaKilledMidCycleThenRestartedCatchesUp(t *testing.T) {
 	t.Run("sibling holds every part", func(t *testing.T) {
-		cw := newClusterWorld(t, fleetsim.Options{})
-		cfgs := []string{cw.config(0, 2, ""), cw.config(1, 2, "")}
+		cw := newClusterWorld(t, worldOpts{})
+		cfgs := []string{cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, "")}
 		cw.mustSync(cfgs...)
 		victim, sibling := cw.cl.Nodes[1][0], cw.cl.Nodes[1][1]
 		t.Cleanup(func() { _ = cw.cl.Resume(context.Background(), victim) })
 		var killed sync.Once
-		cw.handler = func(w http.ResponseWriter, r *http.Request, next http.Handler) {
+		cw.gate.setHook(func(w http.ResponseWriter, r *http.Request, next http.Handler) {
 			if strings.HasPrefix(r.URL.Path, "/api/v1.6/data/") {
 				killed.Do(func() {
 					cw.onNode(sibling, "SYSTEM SYNC REPLICA `"+cw.db+"`.datapoints_local")
@@ -226,23 +196,23 @@ func TestClusterReplicaKilledMidCycleThenRestartedCatchesUp(t *testing.T) {
 				})
 			}
 			next.ServeHTTP(w, r)
-		}
+		})
 		prev := cw.checkMarksCovered(map[string]int64{})
-		cw.addPoints(1000, true)
+		cw.addNewPoints(1000, true, "")
 		cw.mustSync(cfgs...)
 		if victim.PID() != 0 {
 			t.Fatal("the second cycle made no data request, so the replica was never killed")
 		}
 		prev = cw.checkExact(prev)
 		// And the next cycle too, the replica still down.
-		cw.handler = nil
-		cw.addPoints(2000, true)
+		cw.gate.setHook(nil)
+		cw.addNewPoints(2000, true, "")
 		cw.mustSync(cfgs...)
 		cw.checkExact(prev)
 	})
 	t.Run("replica down holds parts its sibling lacks", func(t *testing.T) {
-		cw := newClusterWorld(t, fleetsim.Options{})
-		cfgs := []string{cw.config(0, 2, ""), cw.config(1, 2, "")}
+		cw := newClusterWorld(t, worldOpts{})
+		cfgs := []string{cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, "")}
 		cw.mustSync(cfgs...)
 		prev := cw.checkExact(map[string]int64{})
 		shard := cw.cl.Nodes[1]
@@ -264,7 +234,7 @@ func TestClusterReplicaKilledMidCycleThenRestartedCatchesUp(t *testing.T) {
 		// New points only: a late one below a mark is not loaded until
 		// a cycle succeeds, which the check of the marks after the failed
 		// cycle would take for a loss.
-		cw.addPoints(1000, false)
+		cw.addNewPoints(1000, false, "")
 		done := make(chan struct{})
 		var res []shardRun
 		go func() { defer close(done); res = cw.syncShards(nil, cfgs...) }()
@@ -329,141 +299,10 @@ func TestClusterReplicaKilledMidCycleThenRestartedCatchesUp(t *testing.T) {
 	})
 }
 
-// addPoints adds a new point to every variable of the source, valued from
-// base, and with late, a late one too (20 minutes behind the newest,
-// below the variable's mark, which the next cycle's lookback reads).
-func (cw *clusterWorld) addPoints(base float64, late bool) {
-	cw.t.Helper()
-	now := time.Now().UnixMilli()
-	for _, d := range cw.sim.Devices() {
-		for i, v := range d.Variables {
-			pts := cw.sim.Points(v.ID)
-			if len(pts) == 0 {
-				continue
-			}
-			newest := pts[len(pts)-1].TimestampMs
-			add := []fleetsim.SimPoint{{TimestampMs: now - int64(i) - 10, Value: base + float64(i)}}
-			if late {
-				add = append(add, fleetsim.SimPoint{TimestampMs: newest - 20*60*1000 + int64(i), Value: -base})
-			}
-			if err := cw.sim.AddPoints(v.ID, add); err != nil {
-				cw.t.Fatal(err)
-			}
-		}
-	}
-}
-
-// onNode runs a statement on one node of the cluster.
-func (cw *clusterWorld) onNode(n *chserver.Server, q string) {
-	cw.t.Helper()
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{n.Addr()}, DialTimeout: 2 * time.Second})
-	if err != nil {
-		cw.t.Fatal(err)
-	}
-	defer conn.Close()
-	if err := conn.Exec(context.Background(), q); err != nil {
-		cw.t.Fatalf("%s on %s: %v", q, n.Addr(), err)
-	}
-}
-
-// replicated lists the Replicated tables of the world's database on node n.
-func (cw *clusterWorld) replicated(n *chserver.Server) []string {
-	cw.t.Helper()
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{n.Addr()}, DialTimeout: 2 * time.Second})
-	if err != nil {
-		cw.t.Fatal(err)
-	}
-	defer conn.Close()
-	rows, err := conn.Query(context.Background(), "SELECT name FROM system.tables WHERE database = ? AND engine LIKE 'Replicated%'", cw.db)
-	if err != nil {
-		cw.t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			cw.t.Fatal(err)
-		}
-		out = append(out, name)
-	}
-	if err := rows.Err(); err != nil {
-		cw.t.Fatal(err)
-	}
-	return out
-}
-
-// macro is the value of one of node n's macros.
-func (cw *clusterWorld) macro(n *chserver.Server, name string) string {
-	cw.t.Helper()
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{n.Addr()}, DialTimeout: 2 * time.Second})
-	if err != nil {
-		cw.t.Fatal(err)
-	}
-	defer conn.Close()
-	var v string
-	if err := conn.QueryRow(context.Background(), "SELECT substitution FROM system.macros WHERE macro = ?", name).Scan(&v); err != nil {
-		cw.t.Fatalf("macro %s of %s: %v", name, n.Addr(), err)
-	}
-	return v
-}
-
-// checkExact waits until every replica that is up has fetched what its
-// shard holds, then checks the points (checkOracle), the analyst tables
-// (every hourly and latest row against the same aggregates over
-// datapoints FINAL) and the marks: none moved back from prev or
-// passed a point not loaded, and each variable's reaches its newest
-// point. It returns the marks.
-func (cw *clusterWorld) checkExact(prev map[string]int64) map[string]int64 {
-	cw.t.Helper()
-	for _, shard := range cw.cl.Nodes {
-		for _, n := range shard {
-			if n.PID() == 0 {
-				continue
-			}
-			for _, table := range cw.replicated(n) {
-				cw.onNode(n, "SYSTEM SYNC REPLICA `"+cw.db+"`.`"+table+"`")
-			}
-		}
-	}
-	cw.checkOracle()
-	newest := map[string]int64{}
-	oldest := time.Now().UnixMilli()
-	for k := range cw.expected() {
-		newest[k.variable] = max(newest[k.variable], k.ts)
-		oldest = min(oldest, k.ts)
-	}
-	// The analyst tables, every hourly row and every latest row, against
-	// the same aggregates over datapoints FINAL (what verify checks:
-	// rolluptest's reference, one FINAL read of every column ordered by
-	// key, fails on 18.16's Distributed tables with "Cannot find column
-	// version in source stream").
-	c, err := fsch.Open(context.Background(), fsch.Config{Addr: cw.cl.Addrs(), Database: cw.db, Cluster: cw.cl.Name()}, nil, prometheus.NewRegistry())
-	if err != nil {
-		cw.t.Fatal(err)
-	}
-	defer c.Close()
-	rep, err := c.CheckRollups(context.Background(), oldest, time.Now().UnixMilli())
-	if err != nil {
-		cw.t.Fatalf("check the analyst tables: %v", err)
-	}
-	if rep.Latest != len(newest) || rep.Hours == 0 || len(rep.Diffs) > 0 {
-		cw.t.Fatalf("analyst tables: %d hourly and %d latest rows compared (want %d latest), %d differ: %+v", rep.Hours, rep.Latest, len(newest), len(rep.Diffs), rep.Diffs[:min(len(rep.Diffs), 8)])
-	}
-	cw.t.Logf("analyst tables exact: %d hourly and %d latest rows", rep.Hours, rep.Latest)
-	marks := cw.checkMarksCovered(prev)
-	for id, ts := range newest {
-		if marks[id] < ts {
-			cw.t.Errorf("mark of %s is %d, before its newest point %d", id, marks[id], ts)
-		}
-	}
-	return marks
-}
-
 // TestClusterShardKilledMidCycleThenRerunIsExact is done-when 5.
 func TestClusterShardKilledMidCycleThenRerunIsExact(t *testing.T) {
-	cw := newClusterWorld(t, slowFleet())
-	cfg0, cfg1 := cw.config(0, 2, slowSync), cw.config(1, 2, slowSync)
+	cw := newClusterWorld(t, worldOpts{sim: slowFleet()})
+	cfg0, cfg1 := cw.shardConfig(0, 2, slowSync), cw.shardConfig(1, 2, slowSync)
 	p0 := startBinary(t, nil, "sync", "--config", cfg0)
 	p1 := startBinary(t, nil, "sync", "--config", cfg1)
 	cw.awaitRows(p0.done)
@@ -481,82 +320,18 @@ func TestClusterShardKilledMidCycleThenRerunIsExact(t *testing.T) {
 	cw.checkOracle()
 }
 
-// readmeQueries are the SQL examples of README.md, on database db.
-func readmeQueries(t *testing.T, db string) []string {
-	t.Helper()
-	text, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, block := range strings.Split(string(text), "```sql")[1:] {
-		q, _, _ := strings.Cut(block, "```")
-		q = strings.TrimSpace(strings.ReplaceAll(q, "fleet.", "`"+db+"`."))
-		q = strings.TrimSuffix(q, ";")
-		if i := strings.Index(q, "\nFORMAT "); i >= 0 {
-			q = q[:i]
-		}
-		out = append(out, q)
-	}
-	if len(out) < 5 {
-		t.Fatalf("found only %d SQL examples in README.md", len(out))
-	}
-	return out
-}
-
-// queryRows runs q and renders its rows as text, floats to 9 significant
-// digits (a distributed avg sums in another order).
-func queryRows(t *testing.T, conn driver.Conn, q string) []string {
-	t.Helper()
-	rows, err := conn.Query(context.Background(), q)
-	if err != nil {
-		t.Fatalf("%v\nquery:\n%s", err, q)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		vals := make([]any, len(rows.ColumnTypes()))
-		for i, ct := range rows.ColumnTypes() {
-			vals[i] = reflect.New(ct.ScanType()).Interface()
-		}
-		if err := rows.Scan(vals...); err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		for _, v := range vals {
-			switch x := reflect.ValueOf(v).Elem().Interface().(type) {
-			case float64:
-				fmt.Fprintf(&b, "%.9g|", x)
-			case *float64:
-				if x == nil {
-					b.WriteString("NULL|")
-				} else {
-					fmt.Fprintf(&b, "%.9g|", *x)
-				}
-			default:
-				fmt.Fprintf(&b, "%v|", x)
-			}
-		}
-		out = append(out, b.String())
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // TestClusterMigrateTwiceAndReadmeQueriesMatchOneServer is done-when 6:
 // `fleetsync migrate` against the cluster creates every table on every
 // node, a second run changes nothing, and the README's queries return the
 // same through the cluster as on one server synced from the same fleet.
 func TestClusterMigrateTwiceAndReadmeQueriesMatchOneServer(t *testing.T) {
-	cw := newClusterWorld(t, fleetsim.Options{})
-	cfg0, cfg1 := cw.config(0, 2, ""), cw.config(1, 2, "")
+	cw := newClusterWorld(t, worldOpts{})
+	cfg0, cfg1 := cw.shardConfig(0, 2, ""), cw.shardConfig(1, 2, "")
 	tables := func() map[string]string {
 		out := map[string]string{}
 		for s, shard := range cw.cl.Nodes {
 			for r, n := range shard {
-				conn := openConn(t, n.Addr())
+				conn := openConn(t, n)
 				rows, err := conn.Query(context.Background(), "SELECT name, engine, create_table_query FROM system.tables WHERE database = ?", cw.db)
 				if err != nil {
 					t.Fatal(err)
@@ -604,54 +379,11 @@ func TestClusterMigrateTwiceAndReadmeQueriesMatchOneServer(t *testing.T) {
 	}
 
 	// The same fleet into one server.
-	srv := chtest.Shared(t)
-	single, singleDB := cw.singleServerConfig(cfg0, srv)
+	one := cw.oneServerSync(chtest.Shared(t))
 	syncStart := time.Now().Add(-time.Second).Truncate(time.Second)
-	cw.mustSync(cfg0, cfg1, single)
+	cw.mustSync(cfg0, cfg1, one.cfg)
 	syncEnd := time.Now()
 	cw.settle()
 	cw.checkOracle()
-	singleConn := openConn(t, srv.Addr())
-	for _, q := range readmeQueries(t, "DB") {
-		onCluster := queryRows(t, cw.conn, strings.ReplaceAll(q, "`DB`", "`"+cw.db+"`"))
-		onOne := queryRows(t, singleConn, strings.ReplaceAll(q, "`DB`", "`"+singleDB+"`"))
-		if strings.Contains(q, "device_group_member_changes") {
-			// Its at is the second each sync's snapshot saw the change: the
-			// cluster's and the single server's syncs run side by side and
-			// may straddle a second. Each must lie within the syncs; the
-			// rest must agree.
-			onCluster, onOne = withoutSyncClock(t, onCluster, syncStart, syncEnd), withoutSyncClock(t, onOne, syncStart, syncEnd)
-		}
-		if !reflect.DeepEqual(onCluster, onOne) {
-			t.Errorf("README query differs between the cluster (%d rows) and one server (%d rows):\n%s\nfirst rows: %v\nvs %v",
-				len(onCluster), len(onOne), q, onCluster[:min(3, len(onCluster))], onOne[:min(3, len(onOne))])
-		}
-		if len(onOne) == 0 && !strings.Contains(q, "'temperature'") {
-			t.Logf("README query returns no rows on this fleet:\n%s", q)
-		}
-	}
-}
-
-// withoutSyncClock checks that the first column of every row (rendered by
-// queryRows) is a time within [from, to] and returns the rows without it,
-// sorted: what is left of a query whose first column is the sync's clock.
-func withoutSyncClock(t *testing.T, rows []string, from, to time.Time) []string {
-	t.Helper()
-	out := make([]string, 0, len(rows))
-	for _, r := range rows {
-		at, rest, ok := strings.Cut(r, "|")
-		if !ok {
-			t.Fatalf("row %q has one column", r)
-		}
-		ts, err := time.Parse("2006-01-02 15:04:05 -0700 MST", at)
-		if err != nil {
-			t.Fatalf("row %q: first column is not a time: %v", r, err)
-		}
-		if ts.Before(from) || ts.After(to) {
-			t.Errorf("row %q: at %s is not within the syncs (%s to %s)", r, ts, from, to)
-		}
-		out = append(out, rest)
-	}
-	sort.Strings(out)
-	return out
+	cw.checkReadmeQueries(one, syncStart, syncEnd)
 }

@@ -91,7 +91,7 @@ func TestOneBadVariableFailsAloneAndItsRequestMatesLand(t *testing.T) {
 // than one point a cut one: the windows are halved down to one millisecond,
 // where a full frame is complete.
 func TestOneRowPerRequestSyncsExactly(t *testing.T) {
-	w := newWorld(t, worldOpts{sim: fleetsim.Options{Seed: 5, Devices: 2, Variables: 2, Points: 12, Span: time.Hour}, extra: "rows_per_request: 1"})
+	w := newWorld(t, worldOpts{sim: fleetsim.Options{Seed: 5, Devices: 2, Variables: 2, Points: 12, Span: time.Hour}, sync: "rows_per_request: 1"})
 	w.sync()
 	if n := w.checkOracle(); n < 30 {
 		t.Fatalf("only %d points: the test needs several per variable", n)

@@ -46,7 +46,7 @@ func runDense(t *testing.T, c denseCase) {
 		for _, rows := range everyRowOrder {
 			t.Run(fmt.Sprintf("cut %s/%s/%s", cut, rows, c.name), func(t *testing.T) {
 				w := newWorld(t, worldOpts{sim: fleetsim.Options{Seed: 11, Devices: c.devices, Variables: c.variables, Points: c.point,
-					Span: c.span, SeriesOrder: fleetsim.SeriesOrder{Cut: cut, Rows: rows}}, extra: c.extra})
+					Span: c.span, SeriesOrder: fleetsim.SeriesOrder{Cut: cut, Rows: rows}}, sync: c.extra})
 				_, logs := w.sync()
 				n := w.checkOracle()
 				s := cycleSummary(t, logs)

@@ -1,308 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"math"
-	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"reflect"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	chtest.StopShared()
-	chtest.StopCluster()
-	if binDir != "" {
-		os.RemoveAll(binDir)
-	}
-	os.Exit(code)
-}
-
-const testToken = "test-token-s3cr3t"
-
-// world is one test's fleetsim, ClickHouse database and configuration.
-type world struct {
-	t         *testing.T
-	sim       *fleetsim.Sim
-	http      *httptest.Server
-	chAddr    string
-	db        string
-	dir       string
-	cfgPath   string
-	tokenFile string
-	conn      driver.Conn
-	retention time.Duration
-	margin    time.Duration
-}
-
-type worldOpts struct {
-	sim   fleetsim.Options
-	extra string // appended to the sync section of the config
-}
-
-// startWorld gives a world a test database on srv and a fleetsim from
-// opts, whose zero fields take the defaults given (seed, size), and writes
-// the token file. The caller serves w.sim over HTTP.
-func startWorld(t *testing.T, srv *chserver.Server, opts, defaults fleetsim.Options) *world {
-	t.Helper()
-	w := &world{t: t, chAddr: srv.Addr(), db: chtest.NewDatabase(t, srv), dir: t.TempDir(), retention: 730 * 24 * time.Hour, margin: time.Hour}
-	if opts.Seed == 0 {
-		opts.Seed = defaults.Seed
-	}
-	if opts.Devices == 0 {
-		opts.Devices, opts.Variables, opts.Points, opts.Span = defaults.Devices, defaults.Variables, defaults.Points, defaults.Span
-	}
-	if len(opts.Tokens) == 0 {
-		opts.Tokens = []string{testToken}
-	}
-	if opts.Retention != 0 {
-		w.retention = opts.Retention
-	}
-	sim, err := fleetsim.New(opts)
-	if err != nil {
-		t.Fatalf("fleetsim: %v", err)
-	}
-	w.sim = sim
-	t.Cleanup(sim.Close)
-	w.tokenFile = filepath.Join(w.dir, "token")
-	w.writeToken(opts.Tokens[0])
-	return w
-}
-
-func newWorld(t *testing.T, o worldOpts) *world {
-	t.Helper()
-	w := startWorld(t, chtest.Shared(t), o.sim, fleetsim.Options{Seed: 7, Devices: 4, Variables: 4, Points: 300, Span: 30 * 24 * time.Hour})
-	w.http = httptest.NewServer(w.sim)
-	t.Cleanup(w.http.Close)
-	w.cfgPath = filepath.Join(w.dir, "fleetsync.yaml")
-	cfg := fmt.Sprintf(`source:
-  base_url: %s
-  token_file: %s
-  retention: %dh
-  retry_max_elapsed: 20s
-  initial_requests_per_second: 0
-sync:
-  lookback: 1h
-  batch_age: 200ms
-%s
-clickhouse:
-  addr: [%q]
-  database: %s
-  retry_max_elapsed: 10s
-metrics:
-  listen: "127.0.0.1:0"
-log:
-  format: json
-  level: info
-`, w.http.URL, w.tokenFile, int(w.retention.Hours()), indent(o.extra), w.chAddr, w.db)
-	if err := os.WriteFile(w.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{w.chAddr}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	w.conn = conn
-	return w
-}
-
-func indent(s string) string {
-	if s == "" {
-		return ""
-	}
-	var b strings.Builder
-	for _, l := range strings.Split(strings.TrimRight(s, "\n"), "\n") {
-		b.WriteString("  " + l + "\n")
-	}
-	return b.String()
-}
-
-func (w *world) writeToken(tok string) {
-	w.t.Helper()
-	tmp := w.tokenFile + ".tmp"
-	if err := os.WriteFile(tmp, []byte(tok+"\n"), 0o600); err != nil {
-		w.t.Fatal(err)
-	}
-	if err := os.Rename(tmp, w.tokenFile); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-// cli runs fleetsync in-process and returns its exit status and output.
-func (w *world) cli(ctx context.Context, args ...string) (int, string, string) {
-	var out, errb bytes.Buffer
-	code := run(ctx, args, &out, &errb, nil)
-	return code, out.String(), errb.String()
-}
-
-func (w *world) sync() (string, string) {
-	w.t.Helper()
-	code, out, errs := w.cli(context.Background(), "sync", "--config", w.cfgPath)
-	if code != 0 {
-		w.t.Fatalf("fleetsync sync exited %d\nstdout: %s\nstderr: %s", code, out, lastLines(errs, 20))
-	}
-	if strings.Contains(out+errs, testToken) {
-		w.t.Fatalf("the token appears in fleetsync's output")
-	}
-	return out, errs
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-type pointKey struct {
-	variable string
-	ts       int64
-}
-
-type pointVal struct {
-	value   float64
-	context map[string]any
-}
-
-// expected is the oracle: every source point inside the retention window
-// (minus the configured safety margin, which fleetsync never reads into).
-func (w *world) expected() map[pointKey]pointVal {
-	floor := time.Now().Add(-w.retention).Add(w.margin + time.Minute).UnixMilli()
-	out := map[pointKey]pointVal{}
-	for _, d := range w.sim.Devices() {
-		for _, v := range d.Variables {
-			for _, p := range w.sim.Points(v.ID) {
-				if p.TimestampMs < floor {
-					continue
-				}
-				ctx := p.Context
-				if ctx == nil {
-					ctx = map[string]any{}
-				}
-				out[pointKey{v.ID, p.TimestampMs}] = pointVal{p.Value, normalize(ctx)}
-			}
-		}
-	}
-	return out
-}
-
-func normalize(m map[string]any) map[string]any {
-	b, _ := json.Marshal(m)
-	var out map[string]any
-	_ = json.Unmarshal(b, &out)
-	return out
-}
-
-type loadedRow struct {
-	pointVal
-	deviceLabel, variableLabel string
-	lat, lng                   *float64
-}
-
-func (w *world) loaded() map[pointKey]loadedRow {
-	w.t.Helper()
-	rows, err := w.conn.Query(context.Background(), fmt.Sprintf(
-		"SELECT variable_id, ts_ms, value, context, device_label, variable_label, lat, lng FROM `%s`.datapoints FINAL", w.db))
-	if err != nil {
-		if unknownTable(err) {
-			return map[pointKey]loadedRow{}
-		}
-		w.t.Fatalf("query datapoints: %v", err)
-	}
-	defer rows.Close()
-	out := map[pointKey]loadedRow{}
-	for rows.Next() {
-		var (
-			id, ctx, dl, vl string
-			ts              int64
-			val             float64
-			lat, lng        *float64
-		)
-		if err := rows.Scan(&id, &ts, &val, &ctx, &dl, &vl, &lat, &lng); err != nil {
-			w.t.Fatalf("scan: %v", err)
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(ctx), &m); err != nil {
-			w.t.Fatalf("context of %s@%d is not JSON: %q", id, ts, ctx)
-		}
-		k := pointKey{id, ts}
-		if _, dup := out[k]; dup {
-			w.t.Fatalf("duplicate row under FINAL: %v", k)
-		}
-		out[k] = loadedRow{pointVal{val, m}, dl, vl, lat, lng}
-	}
-	if err := rows.Err(); err != nil {
-		w.t.Fatal(err)
-	}
-	return out
-}
-
-// checkOracle asserts the warehouse holds exactly the source's in-retention
-// points, printing the first differences.
-func (w *world) checkOracle() int {
-	w.t.Helper()
-	want, got := w.expected(), w.loaded()
-	var diffs []string
-	for k, v := range want {
-		g, ok := got[k]
-		switch {
-		case !ok:
-			diffs = append(diffs, fmt.Sprintf("missing %s@%d", k.variable, k.ts))
-		case (g.value != v.value && !(math.IsNaN(g.value) && math.IsNaN(v.value))) || !reflect.DeepEqual(g.context, v.context):
-			diffs = append(diffs, fmt.Sprintf("%s@%d: got %v %v, want %v %v", k.variable, k.ts, g.value, g.context, v.value, v.context))
-		}
-	}
-	floor := time.Now().Add(-w.retention).UnixMilli()
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			diffs = append(diffs, fmt.Sprintf("unexpected %s@%d (retention floor %d)", k.variable, k.ts, floor))
-		}
-	}
-	if len(diffs) > 0 {
-		sort.Strings(diffs)
-		w.t.Fatalf("warehouse differs from the source in %d points (want %d, got %d); first: %s", len(diffs), len(want), len(got), strings.Join(diffs[:min(8, len(diffs))], "; "))
-	}
-	return len(want)
-}
-
-func (w *world) dataRequests() int {
-	n := 0
-	for k, c := range w.sim.Counters() {
-		if strings.Contains(k, "/api/v1.6/") {
-			n += c
-		}
-	}
-	return n
-}
-
-func (w *world) allRequests() int {
-	n := 0
-	for k, c := range w.sim.Counters() {
-		if strings.Contains(k, "/api/") {
-			n += c
-		}
-	}
-	return n
-}
 
 func TestSyncFirstCycleLoadsEveryInRetentionPointExactly(t *testing.T) {
 	w := newWorld(t, worldOpts{})
@@ -357,7 +65,7 @@ func TestSyncFirstCycleLoadsEveryInRetentionPointExactly(t *testing.T) {
 func TestSyncSecondCycleWithNoNewDataMakesNoDataRequests(t *testing.T) {
 	// Several data requests per variable in the first cycle, so that "far
 	// fewer" means something: the idle cycle may only walk the metadata.
-	w := newWorld(t, worldOpts{extra: "rows_per_request: 100\nvariables_per_request: 2"})
+	w := newWorld(t, worldOpts{sync: "rows_per_request: 100\nvariables_per_request: 2"})
 	_, logs1 := w.sync()
 	first, firstData := w.allRequests(), w.dataRequests()
 	rows1 := w.rawRows()
@@ -373,7 +81,7 @@ func TestSyncSecondCycleWithNoNewDataMakesNoDataRequests(t *testing.T) {
 		t.Fatalf("the idle cycle made %d API requests, the first %d: not far fewer", second, first)
 	}
 	if rows2 != rows1 {
-		t.Fatalf("the idle cycle inserted %d rows into datapoints", rows2-rows1)
+		t.Fatalf("the idle cycle inserted %d rows into datapoints", int64(rows2)-int64(rows1))
 	}
 	// The cycle summary reports what was read and requested.
 	s1, s2 := cycleSummary(t, logs1), cycleSummary(t, logs2)
@@ -387,29 +95,6 @@ func TestSyncSecondCycleWithNoNewDataMakesNoDataRequests(t *testing.T) {
 		t.Fatalf("idle cycle's summary: requests %v, points %v, idle %v of %v variables; want 0, 0, all", s2["requests"], s2["points"], s2["idle"], s2["variables"])
 	}
 	w.checkOracle()
-}
-
-// cycleSummary is the fields of the "cycle finished" log line.
-func cycleSummary(t *testing.T, logs string) map[string]any {
-	t.Helper()
-	for _, l := range strings.Split(logs, "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "cycle finished" {
-			return m
-		}
-	}
-	t.Fatalf("no \"cycle finished\" line in the logs:\n%s", lastLines(logs, 10))
-	return nil
-}
-
-// rawRows counts datapoints rows before deduplication: every insert adds.
-func (w *world) rawRows() int64 {
-	w.t.Helper()
-	var n uint64
-	if err := w.conn.QueryRow(context.Background(), fmt.Sprintf("SELECT count() FROM `%s`.datapoints", w.db)).Scan(&n); err != nil {
-		w.t.Fatalf("count datapoints: %v", err)
-	}
-	return int64(n)
 }
 
 func TestSyncLoadsNewAndLatePointsOnce(t *testing.T) {
@@ -465,8 +150,8 @@ func TestSyncLoadsNewAndLatePointsOnce(t *testing.T) {
 
 func TestSyncReReadsFramesCutByLimit(t *testing.T) {
 	w := newWorld(t, worldOpts{
-		sim:   fleetsim.Options{Devices: 2, Variables: 3, Points: 900, Span: 10 * 24 * time.Hour},
-		extra: "rows_per_request: 64\nvariables_per_request: 4",
+		sim:  fleetsim.Options{Devices: 2, Variables: 3, Points: 900, Span: 10 * 24 * time.Hour},
+		sync: "rows_per_request: 64\nvariables_per_request: 4",
 	})
 	_, logs := w.sync()
 	w.checkOracle()
@@ -477,8 +162,8 @@ func TestSyncReReadsFramesCutByLimit(t *testing.T) {
 
 func TestSyncPicksUpTokenRotatedMidCycle(t *testing.T) {
 	w := newWorld(t, worldOpts{
-		sim:   fleetsim.Options{Devices: 3, Variables: 4, Points: 400, Span: 10 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 20 * time.Millisecond}},
-		extra: "max_in_flight: 1\nvariables_per_request: 1",
+		sim:  fleetsim.Options{Devices: 3, Variables: 4, Points: 400, Span: 10 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 20 * time.Millisecond}},
+		sync: "max_in_flight: 1\nvariables_per_request: 1",
 	})
 	done := make(chan struct{})
 	var once sync.Once
@@ -560,32 +245,4 @@ func TestBadConfigurationsExitWithAClearOneLineMessage(t *testing.T) {
 			}
 		})
 	}
-}
-
-// binDir holds the fleetsync binary built once for the tests that need a
-// real process (SIGKILL, SIGTERM).
-var (
-	binDir   string
-	binOnce  sync.Once
-	binPath  string
-	binError error
-)
-
-func fleetsyncBinary(t *testing.T) string {
-	t.Helper()
-	binOnce.Do(func() {
-		binDir, binError = os.MkdirTemp("", "fleetsync-bin-")
-		if binError != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "fleetsync")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
-		if err != nil {
-			binError = fmt.Errorf("go build: %v\n%s", err, out)
-		}
-	})
-	if binError != nil {
-		t.Fatal(binError)
-	}
-	return binPath
 }

@@ -1,400 +1,97 @@
 package main
 
-// The fault suite's harness: a world whose configuration can be shaped per
-// section, whose fleetsim sits behind a gate that can hold one request (to
-// kill fleetsync while it waits), and whose ClickHouse can sit behind a TCP
-// proxy that can hold one statement (to kill fleetsync mid-INSERT or just
-// before it commits its marks). See docs/reliability.md.
+// The fault suite's interposers, which every world of the harness
+// (harness_test.go) has at hand: a gate in front of fleetsim that can hold
+// one request (to kill fleetsync while it waits) or hand every request to
+// a test's hook first, and a TCP proxy in front of ClickHouse that can
+// hold one statement (to kill fleetsync mid-INSERT or just before it
+// commits its marks). See docs/reliability.md.
 
 import (
 	"bytes"
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"reflect"
-	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
-
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-
-	"github.com/fleetsync/fleetsync/extract/fleetsim"
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
-	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 )
 
 // heavyFaults reports whether the heavier fault variants run
 // (FLEETSYNC_FAULTS_HEAVY=1, set by `make test-faults`).
 func heavyFaults() bool { return os.Getenv("FLEETSYNC_FAULTS_HEAVY") == "1" }
 
-// faultOpts shape a fault world. Each section string holds YAML lines
-// ("key: value") that replace or add to the section's defaults.
-type faultOpts struct {
-	sim        fleetsim.Options
-	source     string
-	sync       string
-	clickhouse string
-	// server is a dedicated ClickHouse; nil means the shared one.
-	server *chserver.Server
-	// configRetention is source.retention when it must differ from the
-	// account's real one (sim.Retention); zero means the same.
-	configRetention time.Duration
-	// proxy puts a holdable TCP proxy between fleetsync and ClickHouse.
-	proxy bool
-}
-
-// faultWorld is a world with the fault suite's extra controls.
-type faultWorld struct {
-	*world
-	gate  *gate
-	proxy *chProxy
-	srv   *chserver.Server
-	// root is the test that owns the world's resources (w.t may be a subtest).
-	root *testing.T
-}
-
-func newFaultWorld(t *testing.T, o faultOpts) *faultWorld {
-	t.Helper()
-	srv := o.server
-	if srv == nil {
-		srv = chtest.Shared(t)
-	}
-	w := startWorld(t, srv, o.sim, fleetsim.Options{Seed: 11, Devices: 3, Variables: 4, Points: 400, Span: 10 * 24 * time.Hour})
-	fw := &faultWorld{world: w, gate: &gate{next: w.sim}, srv: srv, root: t}
-	w.http = httptest.NewServer(fw.gate)
-	t.Cleanup(func() { fw.gate.releaseAll(); w.http.Close() })
-
-	chAddr := w.chAddr
-	if o.proxy {
-		fw.proxy = startCHProxy(t, w.chAddr)
-		chAddr = fw.proxy.addr()
-	}
-	cfgRetention := w.retention
-	if o.configRetention != 0 {
-		cfgRetention = o.configRetention
-	}
-	cfg := "source:\n" + section([]string{
-		"base_url: " + w.http.URL,
-		"token_file: " + w.tokenFile,
-		fmt.Sprintf("retention: %dh", int(cfgRetention.Hours())),
-		"retry_max_elapsed: 20s",
-		// fleetsim has no rate limit unless a test sets one: no cautious
-		// start (ratelimit_test.go sets the default back).
-		"initial_requests_per_second: 0",
-	}, o.source) + "sync:\n" + section([]string{
-		"lookback: 1h",
-		"batch_age: 200ms",
-	}, o.sync) + "clickhouse:\n" + section([]string{
-		fmt.Sprintf("addr: [%q]", chAddr),
-		"database: " + w.db,
-		"retry_max_elapsed: 10s",
-	}, o.clickhouse) + "metrics:\n" + section([]string{
-		`listen: "127.0.0.1:0"`,
-	}, "") + "log:\n" + section([]string{"format: json", "level: info"}, "")
-	w.cfgPath = filepath.Join(w.dir, "fleetsync.yaml")
-	if err := os.WriteFile(w.cfgPath, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	w.conn = openConn(t, w.chAddr)
-	return fw
-}
-
-// section renders YAML lines indented under a section; extra lines replace
-// defaults with the same key.
-func section(defaults []string, extra string) string {
-	key := func(l string) string { k, _, _ := strings.Cut(l, ":"); return strings.TrimSpace(k) }
-	var extras []string
-	override := map[string]bool{}
-	for _, l := range strings.Split(strings.TrimSpace(extra), "\n") {
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		extras = append(extras, strings.TrimSpace(l))
-		override[key(l)] = true
-	}
-	var b strings.Builder
-	for _, l := range defaults {
-		if !override[key(l)] {
-			b.WriteString("  " + l + "\n")
-		}
-	}
-	for _, l := range extras {
-		b.WriteString("  " + l + "\n")
-	}
-	return b.String()
-}
-
-func openConn(t *testing.T, addr string) driver.Conn {
-	t.Helper()
-	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
-}
-
-// reconnect replaces the test's own connection, after a ClickHouse restart
-// left the pooled ones broken.
-func (w *faultWorld) reconnect() { w.conn = openConn(w.root, w.chAddr) }
-
-// cliEnv runs fleetsync in-process with extra environment entries.
-func (w *faultWorld) cliEnv(ctx context.Context, environ []string, args ...string) (int, string, string) {
-	var out, errb bytes.Buffer
-	code := run(ctx, args, &out, &errb, environ)
-	return code, out.String(), errb.String()
-}
-
-// count runs a count() query on the test's connection.
-func (w *faultWorld) count(query string) uint64 {
-	w.t.Helper()
-	var n uint64
-	if err := w.conn.QueryRow(context.Background(), strings.ReplaceAll(query, "$db", "`"+w.db+"`")).Scan(&n); err != nil {
-		if strings.Contains(err.Error(), "doesn't exist") {
-			return 0
-		}
-		w.t.Fatalf("%s: %v", query, err)
-	}
-	return n
-}
-
-// awaitLeaseLapse waits until the sync lease is free or expired.
-func (w *faultWorld) awaitLeaseLapse() {
-	w.t.Helper()
-	poll(w.t, 3*time.Minute, "the sync lease to lapse", func() bool {
-		var token string
-		var expires int64
-		err := w.conn.QueryRow(context.Background(), "SELECT argMax(token, version), argMax(expires_at_ms, version) FROM `"+w.db+"`.sync_lease").Scan(&token, &expires)
-		if err != nil {
-			w.t.Fatalf("read the lease: %v", err)
-		}
-		return token == "" || time.Now().UnixMilli() > expires
-	})
-}
-
-// rows is the number of datapoints rows, duplicates included.
-func (w *faultWorld) rows() uint64 { return w.count("SELECT count() FROM $db.datapoints") }
-
-// counter sums fleetsim's counters whose key contains every one of subs.
-func (w *faultWorld) counter(subs ...string) int {
-	n := 0
-next:
-	for k, c := range w.sim.Counters() {
-		for _, s := range subs {
-			if !strings.Contains(k, s) {
-				continue next
-			}
-		}
-		n += c
-	}
-	return n
-}
-
-// pointSet is the oracle's view of a set of points.
-type pointSet map[pointKey]pointVal
-
-// sourcePoints is every point the simulator holds now for the given
-// variables (all when ids is nil), regardless of retention.
-func (w *faultWorld) sourcePoints(ids map[string]bool) pointSet {
-	out := pointSet{}
-	for _, d := range w.sim.Devices() {
-		for _, v := range d.Variables {
-			if ids != nil && !ids[v.ID] {
-				continue
-			}
-			for _, p := range w.sim.Points(v.ID) {
-				ctx := p.Context
-				if ctx == nil {
-					ctx = map[string]any{}
-				}
-				out[pointKey{v.ID, p.TimestampMs}] = pointVal{p.Value, normalize(ctx)}
-			}
-		}
-	}
-	return out
-}
-
-// checkLoadedBetween is the oracle where the window's bounds are only known
-// to lie in bands: every source point in [mustFrom, mustTo] is loaded exactly
-// once with its value and context; every loaded point is a source point (or
-// one of extra, points of objects deleted since) in [mayFrom, mayTo].
-func (w *faultWorld) checkLoadedBetween(mayFrom, mustFrom, mustTo, mayTo int64, extra pointSet) int {
-	w.t.Helper()
-	src := w.sourcePoints(nil)
-	for k, v := range extra {
-		if _, ok := src[k]; !ok {
-			src[k] = v
-		}
-	}
-	got := w.loaded()
-	var diffs []string
-	want := 0
-	for k, v := range src {
-		if k.ts < mustFrom || k.ts > mustTo {
-			continue
-		}
-		if _, isExtra := extra[k]; isExtra {
-			continue
-		}
-		want++
-		g, ok := got[k]
-		switch {
-		case !ok:
-			diffs = append(diffs, fmt.Sprintf("missing %s@%d", k.variable, k.ts))
-		case g.value != v.value || !equalJSON(g.context, v.context):
-			diffs = append(diffs, fmt.Sprintf("%s@%d: got %v %v, want %v %v", k.variable, k.ts, g.value, g.context, v.value, v.context))
-		}
-	}
-	for k, g := range got {
-		v, ok := src[k]
-		switch {
-		case !ok:
-			diffs = append(diffs, fmt.Sprintf("unexpected %s@%d (not in the source)", k.variable, k.ts))
-		case k.ts < mayFrom || k.ts > mayTo:
-			diffs = append(diffs, fmt.Sprintf("%s@%d loaded from outside [%d, %d]", k.variable, k.ts, mayFrom, mayTo))
-		case g.value != v.value || !equalJSON(g.context, v.context):
-			diffs = append(diffs, fmt.Sprintf("%s@%d: got %v %v, want %v %v", k.variable, k.ts, g.value, g.context, v.value, v.context))
-		}
-	}
-	if len(diffs) > 0 {
-		sort.Strings(diffs)
-		w.t.Fatalf("warehouse differs from the source in %d points (%d expected, %d loaded); first: %s", len(diffs), want, len(got), strings.Join(diffs[:min(8, len(diffs))], "; "))
-	}
-	return want
-}
-
-func equalJSON(a, b map[string]any) bool { return reflect.DeepEqual(a, b) }
-
-// proc is a fleetsync binary started by a test.
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error
-}
-
-// childEnv is the environment of a fleetsync binary a test starts: the
-// test's own, less its FLEETSYNC_ variables (FLEETSYNC_FAULTS_HEAVY,
-// FLEETSYNC_TEST_CLICKHOUSE_ADDR, ...), which are not configuration keys
-// and which fleetsync rejects as unknown, plus extra.
-func childEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "FLEETSYNC_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
-// unknownTable tells ClickHouse's answer for a table or database not
-// created yet (a process killed before its migration).
-func unknownTable(err error) bool {
-	var exc *clickhouse.Exception
-	return errors.As(err, &exc) && (exc.Code == 60 || exc.Code == 81)
-}
-
-// startBinary starts the fleetsync binary with args and extra environment.
-func startBinary(t *testing.T, environ []string, args ...string) *proc {
-	t.Helper()
-	cmd := exec.Command(fleetsyncBinary(t), args...)
-	cmd.Env = childEnv(environ...)
-	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
-	cmd.Stdout = io.Discard
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.err = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
-	return p
-}
-
-// kill sends SIGKILL to the process and waits for it.
-func (p *proc) kill() {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.done
-}
-
-// wait waits for the process to exit within d and returns its exit status.
-func (p *proc) wait(t *testing.T, d time.Duration) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		t.Fatalf("fleetsync %v did not exit within %s; its log ends:\n%s", p.cmd.Args[1:], d, lastLines(p.stderr.String(), 15))
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		return ee.ExitCode()
-	}
-	if p.err != nil {
-		t.Fatalf("wait: %v", p.err)
-	}
-	return 0
-}
-
 // gate passes requests to fleetsim and can hold one chosen request: before
 // its response starts, or after part of its body has gone out. A held
-// request ends when it is released or its client goes away.
+// request ends when it is released or its client goes away. A hook, when
+// set, sees every request first and passes it on (or not).
 type gate struct {
 	next http.Handler
 	mu   sync.Mutex
 	arm  *hold
 	all  []*hold
+	hook func(w http.ResponseWriter, r *http.Request, next http.Handler)
+}
+
+// catch is what a hold of the gate and one of the proxy share: caught is
+// closed once it caught its request or statement, release once the test
+// freed it.
+type catch struct {
+	caught, release chan struct{}
+	once            sync.Once
+	// kind and place say what it waits for and where, for await.
+	kind, place string
+}
+
+func (c *catch) init(kind, place string) {
+	c.caught, c.release, c.kind, c.place = make(chan struct{}), make(chan struct{}), kind, place
+}
+
+// free ends the hold: the gate serves its request, the proxy closes its
+// connection (forwarding nothing more of the statement).
+func (c *catch) free() { c.once.Do(func() { close(c.release) }) }
+
+// await waits until the hold caught its request or statement.
+func (c *catch) await(t testing.TB, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case <-c.caught:
+	case <-time.After(within):
+		t.Fatalf("no %s for %s reached %s within %s", c.kind, what, c.place, within)
+	}
 }
 
 // hold is one armed or caught request.
 type hold struct {
+	catch
 	match func(*http.Request) bool
 	// afterBytes < 0 holds before the response; otherwise after that many
 	// body bytes were sent.
 	afterBytes int
-	caught     chan struct{}
-	release    chan struct{}
-	once       sync.Once
 }
 
 // holdNext arms the gate for the next request match accepts.
 func (g *gate) holdNext(afterBytes int, match func(*http.Request) bool) *hold {
-	h := &hold{match: match, afterBytes: afterBytes, caught: make(chan struct{}), release: make(chan struct{})}
+	h := &hold{match: match, afterBytes: afterBytes}
+	h.init("request", "fleetsim")
 	g.mu.Lock()
-	g.arm = h
-	g.all = append(g.all, h)
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	g.arm, g.all = h, append(g.all, h)
 	return h
 }
 
-func (h *hold) free() { h.once.Do(func() { close(h.release) }) }
-
-// await waits until the hold caught its request.
-func (h *hold) await(t *testing.T, within time.Duration, what string) {
-	t.Helper()
-	select {
-	case <-h.caught:
-	case <-time.After(within):
-		t.Fatalf("no request for %s reached fleetsim within %s", what, within)
-	}
+// setHook makes hook see every request before the gate passes it on; nil
+// removes it.
+func (g *gate) setHook(hook func(w http.ResponseWriter, r *http.Request, next http.Handler)) {
+	g.mu.Lock()
+	g.hook = hook
+	g.mu.Unlock()
 }
 
+// releaseAll disarms the gate and releases every held request.
 func (g *gate) releaseAll() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -405,6 +102,18 @@ func (g *gate) releaseAll() {
 }
 
 func (g *gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	g.mu.Lock()
+	hook := g.hook
+	g.mu.Unlock()
+	if hook != nil {
+		hook(w, r, http.HandlerFunc(g.pass))
+		return
+	}
+	g.pass(w, r)
+}
+
+// pass holds r when it is the armed request, then serves it.
+func (g *gate) pass(w http.ResponseWriter, r *http.Request) {
 	g.mu.Lock()
 	h := g.arm
 	if h != nil && h.match(r) {
@@ -475,7 +184,6 @@ func isPath(method, prefix string) func(*http.Request) bool {
 // stream at the statement that contains a marker: before forwarding it, or
 // after forwarding it and half of the next packet (the INSERT's data).
 type chProxy struct {
-	t      *testing.T
 	ln     net.Listener
 	target string
 
@@ -487,23 +195,21 @@ type chProxy struct {
 
 // stmtHold is an armed or caught statement hold.
 type stmtHold struct {
+	catch
 	marker []byte
 	// midData forwards the statement and the start of its data first.
 	midData bool
 	// skip lets that many matching statements pass before the hold.
-	skip   int
-	caught chan struct{}
-	drop   chan struct{}
-	once   sync.Once
+	skip int
 }
 
-func startCHProxy(t *testing.T, target string) *chProxy {
+func startCHProxy(t testing.TB, target string) *chProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &chProxy{t: t, ln: ln, target: target}
+	p := &chProxy{ln: ln, target: target}
 	go p.accept()
 	t.Cleanup(p.close)
 	return p
@@ -537,25 +243,12 @@ func (p *chProxy) dropHeld() {
 // holdStatement arms the proxy for the statement containing marker that
 // comes after skip others containing it.
 func (p *chProxy) holdStatement(marker string, midData bool, skip int) *stmtHold {
-	h := &stmtHold{marker: []byte(marker), midData: midData, skip: skip, caught: make(chan struct{}), drop: make(chan struct{})}
+	h := &stmtHold{marker: []byte(marker), midData: midData, skip: skip}
+	h.init("statement", "the ClickHouse proxy")
 	p.mu.Lock()
-	p.arm = h
-	p.holds = append(p.holds, h)
-	p.mu.Unlock()
+	defer p.mu.Unlock()
+	p.arm, p.holds = h, append(p.holds, h)
 	return h
-}
-
-// free ends the hold by closing the held connection (nothing more of the
-// statement is forwarded).
-func (h *stmtHold) free() { h.once.Do(func() { close(h.drop) }) }
-
-func (h *stmtHold) await(t *testing.T, within time.Duration, what string) {
-	t.Helper()
-	select {
-	case <-h.caught:
-	case <-time.After(within):
-		t.Fatalf("no statement for %s reached the ClickHouse proxy within %s", what, within)
-	}
 }
 
 func (p *chProxy) accept() {
@@ -611,7 +304,7 @@ func (p *chProxy) forward(c, s net.Conn) {
 					return
 				}
 				close(h.caught)
-				<-h.drop
+				<-h.release
 				return
 			}
 			if _, err := s.Write(chunk); err != nil {

@@ -8,7 +8,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 )
 
 func sameMarks(a, b map[string]int64) bool {
@@ -34,7 +34,7 @@ func sameMarks(a, b map[string]int64) bool {
 }
 
 func TestFaultSyncKilledInEachPhaseThenRerunIsExact(t *testing.T) {
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		// One device: fleetsim leaves the last variable of device 1 empty,
 		// and its mark (0) would be committed without any INSERT.
 		sim:    fleetsim.Options{Devices: 1, Variables: 12, Points: 2000, Span: 20 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 20 * time.Millisecond}},
@@ -60,7 +60,7 @@ func TestFaultSyncKilledInEachPhaseThenRerunIsExact(t *testing.T) {
 			})
 			return func() { h.await(t, 30*time.Second, "a device's variable list") }
 		}, func(_ map[string]int64, rowsBefore uint64) {
-			if n := w.rows(); n != rowsBefore {
+			if n := w.rawRows(); n != rowsBefore {
 				t.Fatalf("%d rows loaded before any data request", n-rowsBefore)
 			}
 		}},
@@ -84,7 +84,7 @@ func TestFaultSyncKilledInEachPhaseThenRerunIsExact(t *testing.T) {
 			h := w.proxy.holdStatement(syncState, false, 0)
 			return func() { h.await(t, 30*time.Second, "the first commit of marks") }
 		}, func(before map[string]int64, rowsBefore uint64) {
-			if w.rows() == rowsBefore {
+			if w.rawRows() == rowsBefore {
 				t.Fatal("no rows loaded before the first commit of marks")
 			}
 			if m := w.marks(); !sameMarks(m, before) {
@@ -114,7 +114,7 @@ func TestFaultSyncKilledInEachPhaseThenRerunIsExact(t *testing.T) {
 			w.addBurst(2000, float64(round))
 		}
 		for _, ph := range phases {
-			before, rowsBefore := w.marks(), w.rows()
+			before, rowsBefore := w.marks(), w.rawRows()
 			wait := ph.arm()
 			p := startBinary(t, nil, sync...)
 			wait()
@@ -122,7 +122,7 @@ func TestFaultSyncKilledInEachPhaseThenRerunIsExact(t *testing.T) {
 			kills++
 			w.gate.releaseAll()
 			w.proxy.dropHeld()
-			t.Logf("round %d, killed %s: %d rows, %d marks", round, ph.name, w.rows(), len(w.marks()))
+			t.Logf("round %d, killed %s: %d rows, %d marks", round, ph.name, w.rawRows(), len(w.marks()))
 			prev = w.checkMarksCovered(prev)
 			if ph.check != nil {
 				ph.check(before, rowsBefore)
@@ -137,7 +137,7 @@ func TestFaultSyncKilledInEachPhaseThenRerunIsExact(t *testing.T) {
 
 // startSync runs `fleetsync sync` in-process in the background; the
 // returned function waits for its exit status.
-func (w *faultWorld) startSync(environ []string, stderr *syncBuffer) func(within time.Duration) int {
+func (w *world) startSync(environ []string, stderr *syncBuffer) func(within time.Duration) int {
 	done := make(chan int, 1)
 	go func() {
 		done <- run(context.Background(), []string{"sync", "--config", w.cfgPath}, io.Discard, stderr, environ)
@@ -154,14 +154,24 @@ func (w *faultWorld) startSync(environ []string, stderr *syncBuffer) func(within
 	}
 }
 
+// awaitLeaseLapse waits until the sync lease is free or expired.
+func (w *world) awaitLeaseLapse() {
+	w.t.Helper()
+	poll(w.t, 3*time.Minute, "the sync lease to lapse", func() bool {
+		var token string
+		var expires int64
+		err := w.conn.QueryRow(context.Background(), "SELECT argMax(token, version), argMax(expires_at_ms, version) FROM `"+w.db+"`.sync_lease").Scan(&token, &expires)
+		if err != nil {
+			w.t.Fatalf("read the lease: %v", err)
+		}
+		return token == "" || time.Now().UnixMilli() > expires
+	})
+}
+
 func TestFaultClickHouseOutage(t *testing.T) {
 	ctx := context.Background()
-	srv, err := chserver.Start(ctx, chserver.Options{})
-	if err != nil {
-		t.Fatalf("start a dedicated ClickHouse: %v", err)
-	}
-	t.Cleanup(func() { _ = srv.Stop() })
-	w := newFaultWorld(t, faultOpts{
+	srv := chtest.Start(t, chserver.Options{})
+	w := newFaultWorld(t, worldOpts{
 		server: srv,
 		sim:    fleetsim.Options{Devices: 3, Variables: 4, Points: 3000, Span: 10 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 10 * time.Millisecond}},
 		// A short lease, so one left behind by a cycle that could not
@@ -175,7 +185,7 @@ func TestFaultClickHouseOutage(t *testing.T) {
 		w.t = t
 		var stderr syncBuffer
 		wait := w.startSync(nil, &stderr)
-		poll(t, 60*time.Second, "the first rows to land", func() bool { return w.rows() > 0 })
+		poll(t, 60*time.Second, "the first rows to land", func() bool { return w.rawRows() > 0 })
 		if err := srv.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -203,14 +213,7 @@ func TestFaultClickHouseOutage(t *testing.T) {
 	t.Run("stays down", func(t *testing.T) {
 		w.t = t
 		before := w.marks()
-		now := time.Now().UnixMilli()
-		for i, d := range w.sim.Devices() {
-			for j, v := range d.Variables {
-				if err := w.sim.AddPoints(v.ID, []fleetsim.SimPoint{{TimestampMs: now - int64(100*i+j), Value: float64(i*10 + j)}}); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		w.addNewPoints(1, false, "")
 		h := w.gate.holdNext(-1, isPath("POST", "/api/v1.6/data/raw/series"))
 		var stderr syncBuffer
 		wait := w.startSync([]string{"FLEETSYNC_CLICKHOUSE_RETRY_MAX_ELAPSED=3s"}, &stderr)
@@ -272,7 +275,7 @@ type daemonRun struct {
 	code int
 }
 
-func (w *faultWorld) startDaemon(environ []string) *daemonRun {
+func (w *world) startDaemon(environ []string) *daemonRun {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	d := &daemonRun{stderr: &syncBuffer{}, cancel: cancel, done: make(chan struct{})}
@@ -344,7 +347,7 @@ func TestFaultAPIFaultsKeepTheOracleAndHonourRetryAfter(t *testing.T) {
 			if heavyFaults() {
 				devices = 12
 			}
-			w := newFaultWorld(t, faultOpts{
+			w := newFaultWorld(t, worldOpts{
 				sim: fleetsim.Options{Devices: devices, Variables: 4, Points: 600, Span: 10 * 24 * time.Hour, Faults: fleetsim.Faults{
 					ErrorRate: per, RateLimitRate: per, CutRate: per, SlowRate: per, SlowHeaders: 1500 * time.Millisecond,
 					RetryAfter: c.retryAfter, RetryAfterDate: c.dateForm, Seed: 3,
@@ -387,45 +390,9 @@ func TestFaultAPIFaultsKeepTheOracleAndHonourRetryAfter(t *testing.T) {
 	}
 }
 
-// logLines returns the JSON log lines whose msg is msg.
-func logLines(t *testing.T, logs, msg string) []map[string]any {
-	t.Helper()
-	var out []map[string]any
-	for _, l := range strings.Split(logs, "\n") {
-		if !strings.HasPrefix(l, "{") {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line is not JSON: %v: %s", err, l)
-		}
-		if m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// addNewPoints gives every variable one new point and returns them.
-func (w *faultWorld) addNewPoints(value float64) map[string]int64 {
-	w.t.Helper()
-	now := time.Now().UnixMilli()
-	added := map[string]int64{}
-	for i, d := range w.sim.Devices() {
-		for j, v := range d.Variables {
-			ts := now - int64(10*i+j)
-			if err := w.sim.AddPoints(v.ID, []fleetsim.SimPoint{{TimestampMs: ts, Value: value}}); err != nil {
-				w.t.Fatal(err)
-			}
-			added[v.ID] = ts
-		}
-	}
-	return added
-}
-
 // addBurst gives every variable n new points, one per millisecond after
 // its newest, so that the next cycle has a full window to read.
-func (w *faultWorld) addBurst(n int, value float64) {
+func (w *world) addBurst(n int, value float64) {
 	w.t.Helper()
 	for _, d := range w.sim.Devices() {
 		for _, v := range d.Variables {
@@ -446,7 +413,7 @@ func (w *faultWorld) addBurst(n int, value float64) {
 }
 
 func TestFaultPersistentErrorsFailOnlyTheAffectedVariables(t *testing.T) {
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:    fleetsim.Options{Devices: 3, Variables: 3, Points: 300, Span: 5 * 24 * time.Hour},
 		source: "retry_max_elapsed: 2s",
 		sync:   "variables_per_request: 1",
@@ -471,7 +438,7 @@ func TestFaultPersistentErrorsFailOnlyTheAffectedVariables(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w.t = t
 			before := w.marks()
-			added := w.addNewPoints(float64(len(c.name)))
+			added := w.addNewPoints(float64(len(c.name)), false, "")
 			c.faults.Variables = []string{c.bad}
 			w.sim.SetFaults(c.faults)
 			defer w.sim.SetFaults(fleetsim.Faults{})
@@ -521,7 +488,7 @@ func TestFaultPersistentErrorsFailOnlyTheAffectedVariables(t *testing.T) {
 }
 
 func TestFaultTokenRejectedTwiceIsAPermanentClearFailure(t *testing.T) {
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:  fleetsim.Options{Devices: 3, Variables: 3, Points: 400, Span: 5 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 15 * time.Millisecond}},
 		sync: "variables_per_request: 1\nmax_in_flight: 1",
 	})
@@ -589,7 +556,7 @@ const floorMovedMsg = "the service rejected a range as past its retention window
 
 // checkFloorMovedOnce asserts one cycle's log reports the moved floor once,
 // and that the service answered a bounded number of 403s.
-func (w *faultWorld) checkFloorMovedOnce(logs string, max403 int) {
+func (w *world) checkFloorMovedOnce(logs string, max403 int) {
 	w.t.Helper()
 	n403 := w.counter("/api/v1.6/", " 403")
 	moved := logLines(w.t, logs, floorMovedMsg)
@@ -608,7 +575,7 @@ func (w *faultWorld) checkFloorMovedOnce(logs string, max403 int) {
 
 func TestFaultRetentionShorterThanConfiguredMovesTheFloorWithoutLooping(t *testing.T) {
 	realRetention := 20 * 24 * time.Hour
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:             fleetsim.Options{Devices: 3, Variables: 3, Points: 900, Span: 30 * 24 * time.Hour, Retention: realRetention},
 		configRetention: 730 * 24 * time.Hour,
 		sync:            "variables_per_request: 2",
@@ -647,7 +614,7 @@ func TestFaultRetentionShorterThanConfiguredMovesTheFloorWithoutLooping(t *testi
 	// start from their marks; after that no cycle is rejected.
 	for cycle, max403 := range []int{60, 0} {
 		w.sim.ResetCounters()
-		w.addNewPoints(float64(7 + cycle))
+		w.addNewPoints(float64(7+cycle), false, "")
 		_, logs := w.sync()
 		n403 := w.counter("/api/v1.6/", " 403")
 		t.Logf("cycle %d with new points: %d 403 answers", cycle+2, n403)
@@ -661,7 +628,7 @@ func TestFaultRetentionShorterThanConfiguredMovesTheFloorWithoutLooping(t *testi
 
 func TestFaultServiceClockADayAheadMovesTheFloorOnce(t *testing.T) {
 	skew := 24 * time.Hour
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:  fleetsim.Options{Devices: 2, Variables: 3, Points: 500, Span: 10 * 24 * time.Hour, Now: func() time.Time { return time.Now().Add(skew) }},
 		sync: "variables_per_request: 2",
 	})
@@ -686,7 +653,7 @@ func TestFaultServiceClockADayAheadMovesTheFloorOnce(t *testing.T) {
 }
 
 func TestFaultDeviceChurnDuringTheWalkSyncsEveryVariableOnce(t *testing.T) {
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:    fleetsim.Options{Devices: 8, Variables: 2, Points: 200, Span: 5 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 20 * time.Millisecond}},
 		source: "page_size: 2",
 		sync:   "max_in_flight: 2",
@@ -759,7 +726,7 @@ func TestFaultDeviceChurnDuringTheWalkSyncsEveryVariableOnce(t *testing.T) {
 	// request naming it fails, and only its variables fail with it.
 	victim := devices[3]
 	forget(victim)
-	w.addNewPoints(3)
+	w.addNewPoints(3, false, "")
 	h := w.gate.holdNext(-1, isPath("POST", "/api/v1.6/data/raw/series"))
 	var stderr syncBuffer
 	wait := w.startSync(nil, &stderr)
@@ -790,7 +757,7 @@ func TestFaultDeviceChurnDuringTheWalkSyncsEveryVariableOnce(t *testing.T) {
 const leaseHeldMsg = "another sync is running"
 
 func TestFaultOverlappingSyncsNeverDuplicateNorMoveMarksBack(t *testing.T) {
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:  fleetsim.Options{Devices: 3, Variables: 4, Points: 800, Span: 10 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 5 * time.Millisecond}},
 		sync: "rows_per_request: 300\nvariables_per_request: 2\nmax_in_flight: 2",
 	})
@@ -818,7 +785,7 @@ func TestFaultOverlappingSyncsNeverDuplicateNorMoveMarksBack(t *testing.T) {
 	}
 	for round := range 3 {
 		if round > 0 {
-			w.addNewPoints(float64(round))
+			w.addNewPoints(float64(round), false, "")
 		}
 		a := startBinary(t, nil, "sync", "--config", w.cfgPath)
 		b := startBinary(t, nil, "sync", "--config", w.cfgPath)
@@ -828,7 +795,7 @@ func TestFaultOverlappingSyncsNeverDuplicateNorMoveMarksBack(t *testing.T) {
 	}
 
 	// A daemon beside a manual run.
-	w.addNewPoints(10)
+	w.addNewPoints(10, false, "")
 	// Whichever of the two takes the lease first does the cycle, and the
 	// other steps aside: the daemon's first cycle counts as much as the
 	// manual run, so the outcome does not depend on which wins.
@@ -854,7 +821,7 @@ func TestFaultOverlappingSyncsNeverDuplicateNorMoveMarksBack(t *testing.T) {
 }
 
 func TestFaultSigtermToRunMidCycleExitsZeroAndTheNextRunResumes(t *testing.T) {
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:  fleetsim.Options{Devices: 3, Variables: 4, Points: 2000, Span: 10 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 25 * time.Millisecond}},
 		sync: `schedule: "@every 1h"` + "\nrows_per_request: 400\nvariables_per_request: 1\nmax_in_flight: 1\nbatch_rows: 1000",
 	})

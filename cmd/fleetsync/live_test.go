@@ -35,13 +35,13 @@ func newLiveWorld(t *testing.T, mode string, sim fleetsim.Options) *world {
 	if sim.Seed == 0 {
 		sim.Seed = 11
 	}
-	return newWorld(t, worldOpts{sim: sim, extra: fmt.Sprintf("idle_recheck: %s", liveRecheck)})
+	return newWorld(t, worldOpts{sim: sim, sync: fmt.Sprintf("idle_recheck: %s", liveRecheck)})
 }
 
 var cycleLine = regexp.MustCompile(`"msg":"cycle finished".*?"idle":(\d+)`)
 
 // idleOf is the idle count of the cycle a sync logged.
-func idleOf(t *testing.T, logs string) int {
+func idleOf(t testing.TB, logs string) int {
 	t.Helper()
 	m := cycleLine.FindStringSubmatch(logs)
 	if m == nil {

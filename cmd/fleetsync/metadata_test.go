@@ -15,18 +15,6 @@ import (
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
 )
 
-// editConfig rewrites the world's configuration file.
-func (w *world) editConfig(fn func(string) string) {
-	w.t.Helper()
-	b, err := os.ReadFile(w.cfgPath)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	if err := os.WriteFile(w.cfgPath, []byte(fn(string(b))), 0o600); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
 // setSync adds lines (YAML, unindented) to the config's sync section.
 func (w *world) setSync(lines string) {
 	w.editConfig(func(s string) string { return strings.Replace(s, "sync:\n", "sync:\n"+indent(lines), 1) })
@@ -120,7 +108,7 @@ func cellValue(v any) any {
 
 // compareRows fails the test with the first differences between the rows
 // the source implies and the rows stored.
-func compareRows(t *testing.T, what string, want, got map[string]string) {
+func compareRows(t testing.TB, what string, want, got map[string]string) {
 	t.Helper()
 	var diffs []string
 	for k, wv := range want {
@@ -142,7 +130,7 @@ func compareRows(t *testing.T, what string, want, got map[string]string) {
 	}
 }
 
-func compactJSON(t *testing.T, v any) string {
+func compactJSON(t testing.TB, v any) string {
 	t.Helper()
 	b, err := json.Marshal(normalizeAny(v))
 	if err != nil {
@@ -191,23 +179,24 @@ func (w *world) checkDevicesAndVariables() {
 				unix(v.CreatedAt), fmt.Sprint(v.LastActivityMs)}, "|")
 		}
 	}
-	gotDev := w.rows("SELECT id, label, name, description, properties, tags, organization_id, toUnixTimestamp(created_at), last_activity_ms FROM " +
-		w.table("devices") + " FINAL WHERE deleted = 0")
-	for k, v := range gotDev {
-		// Properties are stored as the source's JSON text; compare by content.
-		cells := strings.Split(v, "|")
-		cells[4] = compactJSON(w.t, cells[4])
-		gotDev[k] = strings.Join(cells, "|")
+	// Properties are stored as the source's JSON text; compare by content.
+	compareRows(w.t, "live devices", wantDev, compactCell(w.t, 4, 9, w.rows("SELECT id, label, name, description, properties, tags, organization_id, toUnixTimestamp(created_at), last_activity_ms FROM "+
+		w.table("devices")+" FINAL WHERE deleted = 0")))
+	compareRows(w.t, "live variables", wantVar, compactCell(w.t, 5, 9, w.rows("SELECT id, device_id, device_label, label, name, properties, color, toUnixTimestamp(created_at), last_activity_ms FROM "+
+		w.table("variables")+" FINAL WHERE deleted = 0")))
+}
+
+// compactCell rewrites cell i of every row of n cells (as rows renders
+// them), JSON text as the source sent it, in compactJSON's form, so that
+// rows compare by content; the last cell may hold "|".
+func compactCell(t testing.TB, i, n int, rows map[string]string) map[string]string {
+	t.Helper()
+	for k, v := range rows {
+		cells := strings.SplitN(v, "|", n)
+		cells[i] = compactJSON(t, cells[i])
+		rows[k] = strings.Join(cells, "|")
 	}
-	compareRows(w.t, "live devices", wantDev, gotDev)
-	gotVar := w.rows("SELECT id, device_id, device_label, label, name, properties, color, toUnixTimestamp(created_at), last_activity_ms FROM " +
-		w.table("variables") + " FINAL WHERE deleted = 0")
-	for k, v := range gotVar {
-		cells := strings.Split(v, "|")
-		cells[5] = compactJSON(w.t, cells[5])
-		gotVar[k] = strings.Join(cells, "|")
-	}
-	compareRows(w.t, "live variables", wantVar, gotVar)
+	return rows
 }
 
 // checkGroups compares the live groups and the current membership with the
@@ -257,13 +246,7 @@ func (w *world) checkEventLogs(keys map[string]string) int {
 			want[key+"/"+l.ID] = strings.Join([]string{key + "/" + l.ID, fmt.Sprint(l.CreatedAt.UnixMicro()), raw}, "|")
 		}
 	}
-	got := w.rows("SELECT concat(event, '/', id), created_at_us, log FROM " + w.table("event_logs") + " FINAL")
-	for k, v := range got {
-		cells := strings.SplitN(v, "|", 3)
-		cells[2] = compactJSON(w.t, cells[2])
-		got[k] = strings.Join(cells, "|")
-	}
-	compareRows(w.t, "event logs", want, got)
+	compareRows(w.t, "event logs", want, compactCell(w.t, 2, 3, w.rows("SELECT concat(event, '/', id), created_at_us, log FROM "+w.table("event_logs")+" FINAL")))
 	return len(want)
 }
 

@@ -21,24 +21,6 @@ import (
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
 )
 
-// syncBuffer is a bytes.Buffer safe for a writer and a poller.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -48,18 +30,6 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
-}
-
-// poll calls fn until it returns true or the deadline passes.
-func poll(t *testing.T, within time.Duration, what string, fn func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !fn() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func httpGet(url string) (int, string) {
@@ -198,8 +168,8 @@ var metricsURLRe = regexp.MustCompile(`"metrics":"(http://[^"]+)/metrics"`)
 
 func TestRunServesMetricsHealthAndReadinessWhileCycling(t *testing.T) {
 	w := newWorld(t, worldOpts{
-		sim:   fleetsim.Options{Devices: 3, Variables: 3, Points: 300, Span: 5 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 40 * time.Millisecond}},
-		extra: "max_in_flight: 1\nvariables_per_request: 1\nschedule: \"@every 1h\"",
+		sim:  fleetsim.Options{Devices: 3, Variables: 3, Points: 300, Span: 5 * 24 * time.Hour, Faults: fleetsim.Faults{Latency: 40 * time.Millisecond}},
+		sync: "max_in_flight: 1\nvariables_per_request: 1\nschedule: \"@every 1h\"",
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var stderr syncBuffer

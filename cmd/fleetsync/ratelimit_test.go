@@ -29,7 +29,7 @@ func TestFirstSyncUnderAPerTokenLimitUsesNinetyPercentOfItAndIsRarelyRejected(t 
 	const limit = 4.0
 	// 44 devices × 4 variables, one variable per raw-series request: about
 	// 180 requests, 45 s at 4 per second.
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:    fleetsim.Options{Seed: 5, Devices: 44, Variables: 4, Points: 40, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{PerSecond: limit}},
 		source: "initial_requests_per_second: 4", // the default: nothing learned, a cautious start
 		sync:   "variables_per_request: 1",
@@ -77,7 +77,7 @@ func TestFirstSyncUnderAPerTokenLimitUsesNinetyPercentOfItAndIsRarelyRejected(t 
 func TestA420PastTheRetryBudgetFailsTheCycleKeepingProgressAndALaterCycleIsExact(t *testing.T) {
 	// The token's budget runs out after 30 requests, for an hour: the
 	// cycle must give up within its retry budget, not wait the hour.
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:    fleetsim.Options{Seed: 6, Devices: 12, Variables: 4, Points: 60, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{Quota: 30, ExhaustedFor: time.Hour}},
 		source: "retry_max_elapsed: 4s",
 		sync:   "variables_per_request: 1",
@@ -124,7 +124,7 @@ func TestA420PastTheRetryBudgetFailsTheCycleKeepingProgressAndALaterCycleIsExact
 func TestA420ShorterThanTheRetryBudgetIsWaitedOutAndTheCycleIsExact(t *testing.T) {
 	// Every 40 requests the budget is gone for 2s; a 12s retry budget
 	// waits 3s pauses, every request together.
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:    fleetsim.Options{Seed: 8, Devices: 12, Variables: 4, Points: 60, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{Quota: 40, ExhaustedFor: 2 * time.Second}},
 		source: "retry_max_elapsed: 12s",
 		sync:   "variables_per_request: 1",
@@ -150,7 +150,7 @@ func TestA420ShorterThanTheRetryBudgetIsWaitedOutAndTheCycleIsExact(t *testing.T
 func TestAnIncrementalCycleOverTenThousandVariablesAtFourRequestsPerSecondTakesUnderFifteenSeconds(t *testing.T) {
 	// The first sync runs unlimited; then the service takes on the hosted
 	// one's limit and a WAN's latency, and 1 % of the variables change.
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim: fleetsim.Options{Seed: 9, Devices: 2500, Variables: 4, Points: 20, Span: 24 * time.Hour},
 	})
 	w.sync()
@@ -261,7 +261,7 @@ func TestASecondRunStartsFromTheRateTheFirstLearnedAndIsNotThrottled(t *testing.
 			const limit = 4.0
 			// 14 devices × 4 variables, one variable per raw-series
 			// request: about 60 requests, 15 s at 4 per second.
-			w := newFaultWorld(t, faultOpts{
+			w := newFaultWorld(t, worldOpts{
 				sim:    fleetsim.Options{Seed: 12, Devices: 14, Variables: 4, Points: 40, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{PerSecond: limit}},
 				source: "initial_requests_per_second: 4",
 				sync:   "variables_per_request: 1",
@@ -325,7 +325,7 @@ func TestASecondRunStartsFromTheRateTheFirstLearnedAndIsNotThrottled(t *testing.
 
 // forgetMarks deletes every mark, so that the next sync re-reads every
 // variable; the kept request rate stays.
-func (w *faultWorld) forgetMarks(statePath string) {
+func (w *world) forgetMarks(statePath string) {
 	w.t.Helper()
 	if _, err := os.Stat(statePath); err == nil {
 		b, err := os.ReadFile(statePath)
@@ -350,7 +350,7 @@ func (w *faultWorld) forgetMarks(statePath string) {
 
 // checkNoTokenKept fails when the token is in the state file or in any
 // state row of the warehouse.
-func (w *faultWorld) checkNoTokenKept(statePath string) {
+func (w *world) checkNoTokenKept(statePath string) {
 	w.t.Helper()
 	if b, err := os.ReadFile(statePath); err == nil && strings.Contains(string(b), testToken) {
 		w.t.Fatalf("the state file holds the token:\n%s", b)
@@ -372,8 +372,8 @@ func TestACautiousStartCostsAFirstSyncWithoutALimitAFewSecondsOnce(t *testing.T)
 	}{{"defaults", ""}, {"one variable per request", "variables_per_request: 1"}} {
 		t.Run(c.name, func(t *testing.T) {
 			sim := fleetsim.Options{Seed: 13, Devices: 100, Variables: 5, Points: 200, Span: 2 * 24 * time.Hour}
-			run := func(source string) (*faultWorld, time.Duration, int) {
-				w := newFaultWorld(t, faultOpts{sim: sim, source: source, sync: c.sync})
+			run := func(source string) (*world, time.Duration, int) {
+				w := newFaultWorld(t, worldOpts{sim: sim, source: source, sync: c.sync})
 				start := time.Now()
 				w.sync()
 				took := time.Since(start)

@@ -19,7 +19,7 @@ import (
 )
 
 func TestIdentifierInjectionInDatabaseOrPrefixIsRefusedWithStatus2(t *testing.T) {
-	w := newFaultWorld(t, faultOpts{sim: fleetsim.Options{Devices: 1, Variables: 1, Points: 10, Span: time.Hour}})
+	w := newFaultWorld(t, worldOpts{sim: fleetsim.Options{Devices: 1, Variables: 1, Points: 10, Span: time.Hour}})
 	good, err := os.ReadFile(w.cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestFaultDenseBackfillCompletesUnderALowMemoryLimit(t *testing.T) {
 	// Fewer fetchers, one insert worker and small batches: the working set
 	// (fetch chunks of up to 32k rows, the batch being inserted, the
 	// driver's column buffers) fits the limit.
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim:  fleetsim.Options{Devices: devices, Variables: vars, Points: points, Span: 30 * 24 * time.Hour},
 		sync: "batch_rows: 10000\nmax_in_flight: 2\ninsert_workers: 1",
 	})

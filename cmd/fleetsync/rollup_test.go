@@ -59,7 +59,7 @@ func TestRollupFillsTheTablesOfAWarehouseSyncedBeforeThem(t *testing.T) {
 // first backfill the key is for), and `fleetsync rollup` then makes them
 // exact.
 func TestSyncWithRollupsOffLeavesThemToTheRollupCommand(t *testing.T) {
-	w := newWorld(t, worldOpts{extra: "rollups: false"})
+	w := newWorld(t, worldOpts{sync: "rollups: false"})
 	w.sync()
 	ctx := context.Background()
 	for _, table := range []string{fsch.TableHourly, fsch.TableLatest} {

@@ -13,7 +13,7 @@ import (
 func TestShardsPushToTheirOwnPushgatewayGroups(t *testing.T) {
 	addr, _ := startPushgateway(t)
 
-	w := newWorld(t, worldOpts{extra: "shard_count: 2\nshard_index: 0"})
+	w := newWorld(t, worldOpts{sync: "shard_count: 2\nshard_index: 0"})
 	cfg := w.pushTo(addr)
 	w.sync()
 	w.cfgPath = filepath.Join(w.dir, "shard-1.yaml")

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -56,31 +55,13 @@ func (w *world) serveHTTPS(certs *chserver.Certs, host string, withCA bool) {
 	srv.StartTLS()
 	w.t.Cleanup(srv.Close)
 	_, port, _ := net.SplitHostPort(srv.Listener.Addr().String())
-	cfg, err := os.ReadFile(w.cfgPath)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	text := strings.Replace(string(cfg), "base_url: "+w.http.URL, "base_url: https://"+net.JoinHostPort(host, port), 1)
-	if withCA {
-		text = strings.Replace(text, "source:\n", "source:\n  ca_file: "+certs.CAFile+"\n", 1)
-	}
-	if err := os.WriteFile(w.cfgPath, []byte(text), 0o600); err != nil {
-		w.t.Fatal(err)
-	}
-}
-
-// syncWithEnv runs one sync with environ as its environment and returns
-// its status and stderr, checking that the token is not in the output.
-func (w *world) syncWithEnv(environ []string) (int, string) {
-	w.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	var out, errb bytes.Buffer
-	code := run(ctx, []string{"sync", "--config", w.cfgPath}, &out, &errb, environ)
-	if strings.Contains(out.String()+errb.String(), testToken) {
-		w.t.Fatalf("the token appears in fleetsync's output")
-	}
-	return code, errb.String()
+	w.editConfig(func(text string) string {
+		text = strings.Replace(text, "base_url: "+w.http.URL, "base_url: https://"+net.JoinHostPort(host, port), 1)
+		if withCA {
+			text = strings.Replace(text, "source:\n", "source:\n  ca_file: "+certs.CAFile+"\n", 1)
+		}
+		return text
+	})
 }
 
 func TestSyncFromFleetsimOverHTTPSWithSourceCAFileIsExact(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 // the metrics.
 func TestFaultTokensLastingSecondsAreRotatedThroughTheTokenFile(t *testing.T) {
 	const ttl = time.Second
-	w := newFaultWorld(t, faultOpts{
+	w := newFaultWorld(t, worldOpts{
 		sim: fleetsim.Options{Devices: 3, Variables: 3, Points: 200, Span: 5 * 24 * time.Hour, TokenTTL: ttl,
 			Faults: fleetsim.Faults{Latency: 40 * time.Millisecond}},
 		sync: `schedule: "@every 1h"` + "\nrows_per_request: 100\nvariables_per_request: 1\nmax_in_flight: 1",

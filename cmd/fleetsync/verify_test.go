@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 )
 
 func TestVerifyCatchesADeletedWarehouseRowAndRepairFixesIt(t *testing.T) {
@@ -17,11 +18,7 @@ func TestVerifyCatchesADeletedWarehouseRowAndRepairFixesIt(t *testing.T) {
 	w.sync()
 	ctx := context.Background()
 	toMs := time.Now().UnixMilli()
-	from, to := "2000-01-01T00:00:00Z", fmt.Sprint(toMs)
-	verify := func(extra ...string) (int, string, string) {
-		t.Helper()
-		return w.cli(ctx, append([]string{"verify", "--config", w.cfgPath, "--from", from, "--to", to}, extra...)...)
-	}
+	verify := func(extra ...string) (int, string, string) { t.Helper(); return w.verifyAll(toMs, extra...) }
 	code, out, errs := verify()
 	if code != 0 || !strings.Contains(out, "0 mismatch") {
 		t.Fatalf("verify right after a sync exited %d:\n%s\n%s", code, out, lastLines(errs, 5))
@@ -86,6 +83,13 @@ func TestVerifyCatchesADeletedWarehouseRowAndRepairFixesIt(t *testing.T) {
 	w.checkRollups()
 }
 
+// verifyAll runs `fleetsync verify` with extra flags over everything the
+// source holds up to toMs.
+func (w *world) verifyAll(toMs int64, extra ...string) (int, string, string) {
+	args := []string{"verify", "--config", w.cfgPath, "--from", "2000-01-01T00:00:00Z", "--to", fmt.Sprint(toMs)}
+	return w.cli(context.Background(), append(args, extra...)...)
+}
+
 // checkOracleCount is the number of points the warehouse should hold.
 func (w *world) checkOracleCount() int { return len(w.expected()) }
 
@@ -125,30 +129,15 @@ func TestVerifyChecksTheAnalystTablesAndRepairRewritesWhatDiffers(t *testing.T) 
 	w := newWorld(t, worldOpts{sim: fleetsim.Options{Devices: 2, Variables: 2, Points: 300, Span: 2 * 24 * time.Hour}})
 	w.sync()
 	ctx := context.Background()
-	from, to := "2000-01-01T00:00:00Z", fmt.Sprint(time.Now().UnixMilli())
-	verify := func(extra ...string) (int, string, string) {
-		t.Helper()
-		return w.cli(ctx, append([]string{"verify", "--config", w.cfgPath, "--from", from, "--to", to}, extra...)...)
-	}
+	toMs := time.Now().UnixMilli()
+	verify := func(extra ...string) (int, string, string) { t.Helper(); return w.verifyAll(toMs, extra...) }
 	code, out, errs := verify()
 	if code != 0 || !strings.Contains(out, ", 0 rows differ from datapoints FINAL") {
 		t.Fatalf("verify right after a sync exited %d:\n%s\n%s", code, out, lastLines(errs, 5))
 	}
 
 	// The variables with points (fleetsim leaves some empty).
-	var ids []string
-	rows, err := w.conn.Query(ctx, "SELECT DISTINCT variable_id FROM `"+w.db+"`.datapoints ORDER BY variable_id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
+	ids := chtest.Strings(t, w.conn, "SELECT DISTINCT variable_id FROM `"+w.db+"`.datapoints ORDER BY variable_id")
 	if len(ids) < 3 {
 		t.Fatalf("only %d variables have points; the test needs 3", len(ids))
 	}
