@@ -125,26 +125,22 @@ func render(t testing.TB, dir string) rendered {
 	t.Helper()
 	var r rendered
 	for _, obj := range decodeObjects(t, strictDecoder(t), "kustomize build "+dir, kustomizeBuild(t, dir)) {
-		switch o := obj.(type) {
-		case *batchv1.CronJob:
-			r.cronJobs = append(r.cronJobs, o)
-		case *appsv1.Deployment:
-			r.deployments = append(r.deployments, o)
-		case *corev1.Service:
-			r.services = append(r.services, o)
-		case *corev1.ConfigMap:
-			r.configMaps = append(r.configMaps, o)
-		case *corev1.ServiceAccount:
-			r.serviceAccounts = append(r.serviceAccounts, o)
-		case *monitoringv1.ServiceMonitor:
-			r.serviceMonitors = append(r.serviceMonitors, o)
-		case *monitoringv1.PrometheusRule:
-			r.prometheusRules = append(r.prometheusRules, o)
-		default:
+		if !(sortInto(&r.cronJobs, obj) || sortInto(&r.deployments, obj) || sortInto(&r.services, obj) || sortInto(&r.configMaps, obj) ||
+			sortInto(&r.serviceAccounts, obj) || sortInto(&r.serviceMonitors, obj) || sortInto(&r.prometheusRules, obj)) {
 			t.Errorf("kustomize build %s: unexpected object %T", dir, obj)
 		}
 	}
 	return r
+}
+
+// sortInto appends obj to list when it is of list's kind, and reports
+// whether it was.
+func sortInto[T any](list *[]T, obj any) bool {
+	o, ok := obj.(T)
+	if ok {
+		*list = append(*list, o)
+	}
+	return ok
 }
 
 // metricInfo is one line of metrics.txt.

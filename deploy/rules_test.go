@@ -37,13 +37,21 @@ type ruleFile struct {
 	Groups []monitoringv1.RuleGroup `json:"groups"`
 }
 
+// readRuleFile reads a Prometheus rule file strictly.
 func readRuleFile(t testing.TB, name string) ruleFile {
 	t.Helper()
-	var rf ruleFile
-	if err := yaml.UnmarshalStrict(mustRead(t, name), &rf); err != nil {
-		t.Fatalf("%s: not a valid rule file: %v", name, err)
+	return readStrict[ruleFile](t, name, "rule file")
+}
+
+// readStrict decodes the YAML file name into a T, unknown fields an error
+// that calls it not a valid what.
+func readStrict[T any](t testing.TB, name, what string) T {
+	t.Helper()
+	var v T
+	if err := yaml.UnmarshalStrict(mustRead(t, name), &v); err != nil {
+		t.Fatalf("%s: not a valid %s: %v", name, what, err)
 	}
-	return rf
+	return v
 }
 
 // ruleTests is a promtool unit-test file, limited to the parts these tests use.
@@ -76,13 +84,10 @@ type expAlert struct {
 	ExpAnnotations map[string]string `json:"exp_annotations,omitempty"`
 }
 
+// readRuleTests reads a promtool unit-test file strictly.
 func readRuleTests(t testing.TB, name string) ruleTests {
 	t.Helper()
-	var rt ruleTests
-	if err := yaml.UnmarshalStrict(mustRead(t, name), &rt); err != nil {
-		t.Fatalf("%s: not a valid promtool test file: %v", name, err)
-	}
-	return rt
+	return readStrict[ruleTests](t, name, "promtool test file")
 }
 
 func alertNames(groups []monitoringv1.RuleGroup) []string {

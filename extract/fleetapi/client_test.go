@@ -217,13 +217,7 @@ func TestClientWaitsAsTheHandedInBackoffSays(t *testing.T) {
 }
 
 func TestClientDoesNotRetryOtherClientErrors(t *testing.T) {
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = io.WriteString(w, `{"code":404001,"message":"The request was not found."}`)
-	}))
-	defer srv.Close()
+	srv, n := fixedServer(t, http.StatusNotFound, nil, `{"code":404001,"message":"The request was not found."}`)
 	c, _, _ := newTestClient(t, srv.URL, nil)
 	_, err := c.Device(context.Background(), "~nope")
 	var ae *APIError
@@ -235,61 +229,52 @@ func TestClientDoesNotRetryOtherClientErrors(t *testing.T) {
 	}
 }
 
-func TestClientHonoursRetryAfterSeconds(t *testing.T) {
-	var first time.Time
-	var second time.Time
+// retriedAfter serves the client one answer of status with the
+// Retry-After header retryAfter(now) gives, then a page of devices, and
+// returns when it sent that answer and when the retry came.
+func retriedAfter(t *testing.T, status int, retryAfter func(now time.Time) string) (answered, retried time.Time) {
+	t.Helper()
 	var n atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 1 {
-			first = time.Now()
-			w.Header().Set("Retry-After", "1")
-			w.WriteHeader(http.StatusTooManyRequests)
+			answered = time.Now()
+			w.Header().Set("Retry-After", retryAfter(answered))
+			w.WriteHeader(status)
 			return
 		}
-		second = time.Now()
+		retried = time.Now()
 		writeDevicesPage(w, nil, "d1")
 	}))
-	defer srv.Close()
 	c, _, _ := newTestClient(t, srv.URL, nil)
-	if _, err := collectDevices(c); err != nil {
+	_, err := collectDevices(c)
+	srv.Close() // waits for the handler: its times are read after
+	if err != nil {
 		t.Fatal(err)
 	}
+	return answered, retried
+}
+
+func TestClientHonoursRetryAfterSeconds(t *testing.T) {
+	first, second := retriedAfter(t, http.StatusTooManyRequests, func(time.Time) string { return "1" })
 	if gap := second.Sub(first); gap < time.Second {
 		t.Errorf("retried %s after a 429 with Retry-After: 1", gap)
 	}
 }
 
 func TestClientHonoursRetryAfterHTTPDate(t *testing.T) {
-	var deadline, second time.Time
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if n.Add(1) == 1 {
-			deadline = time.Now().Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)
-			w.Header().Set("Retry-After", deadline.UTC().Format(http.TimeFormat))
-			w.WriteHeader(http.StatusServiceUnavailable)
-			return
-		}
-		second = time.Now()
-		writeDevicesPage(w, nil, "d1")
-	}))
-	defer srv.Close()
-	c, _, _ := newTestClient(t, srv.URL, nil)
-	if _, err := collectDevices(c); err != nil {
-		t.Fatal(err)
+	deadline := func(now time.Time) time.Time {
+		return now.Add(1500 * time.Millisecond).Truncate(time.Second).Add(time.Second)
 	}
-	if second.Before(deadline) {
-		t.Errorf("retried at %s, before the Retry-After date %s", second.Format(time.StampMilli), deadline.Format(time.StampMilli))
+	first, second := retriedAfter(t, http.StatusServiceUnavailable, func(now time.Time) string {
+		return deadline(now).UTC().Format(http.TimeFormat)
+	})
+	if d := deadline(first); second.Before(d) {
+		t.Errorf("retried at %s, before the Retry-After date %s", second.Format(time.StampMilli), d.Format(time.StampMilli))
 	}
 }
 
 func TestClientGivesUpWhenRetryAfterPassesTheBudget(t *testing.T) {
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		w.Header().Set("Retry-After", "3600")
-		w.WriteHeader(http.StatusTooManyRequests)
-	}))
-	defer srv.Close()
+	srv, n := fixedServer(t, http.StatusTooManyRequests, http.Header{"Retry-After": {"3600"}}, "")
 	c, _, _ := newTestClient(t, srv.URL, func(cfg *Config) { cfg.MaxElapsed = time.Second })
 	start := time.Now()
 	_, err := collectDevices(c)
@@ -372,13 +357,7 @@ func TestClient401ReReadsTheTokenFileAndRetriesOnce(t *testing.T) {
 }
 
 func TestClientSecondConsecutive401IsPermanent(t *testing.T) {
-	var n atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n.Add(1)
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = io.WriteString(w, `{"code":401002,"message":"Incorrect authentication credentials."}`)
-	}))
-	defer srv.Close()
+	srv, n := fixedServer(t, http.StatusUnauthorized, nil, `{"code":401002,"message":"Incorrect authentication credentials."}`)
 	c, logs, _ := newTestClient(t, srv.URL, nil)
 	_, err := collectDevices(c)
 	if !IsUnauthorized(err) || Retryable(err) {
