@@ -52,6 +52,10 @@ type reader struct {
 	mu     sync.Mutex
 	byID   map[string]*targetState
 	n      readCounts
+	// varCap, once positive, is the most variables a request of the pass
+	// names: a response too large to take in one piece (tooLarge) set it
+	// to half the request's (shrink).
+	varCap atomic.Int64
 }
 
 // readCounts are the reader's figures for the RunResult: raw-series
@@ -122,6 +126,10 @@ func (r *reader) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 		r.failRequest(req, context.Cause(ctx))
 		return chunk
 	}
+	if c := int(r.varCap.Load()); c > 0 && len(req.targets) > c {
+		r.replace(req, splitVariables(req, c))
+		return chunk
+	}
 	floor := r.floor.at.Load()
 	if req.start < floor {
 		req.start = floor
@@ -178,6 +186,7 @@ func (r *reader) retryOrFail(ctx context.Context, req *request, err error, touch
 			return
 		}
 		r.q.push(req)
+	case !touched && isTooLarge(err) && r.shrink(req, err):
 	case r.confine(req, err):
 	case touched && IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
 		req.attempt++
@@ -236,6 +245,76 @@ func (r *reader) confine(req *request, err error) bool {
 	}
 	r.report(ended)
 	return true
+}
+
+// tooLarge is implemented by the source's error for a response too large
+// to take in one piece (fleetapi's TooLargeError: `results` served before
+// `columns`, more of them than its decoder holds). Nothing of the response
+// reached the sink, and a request for less gets a smaller one.
+type tooLarge interface{ TooLarge() bool }
+
+func isTooLarge(err error) bool {
+	var e tooLarge
+	return errors.As(err, &e) && e.TooLarge()
+}
+
+// shrink reads the window of a request whose response was too large
+// (tooLarge) in smaller requests: its variables in halves, and no request
+// of the pass names more than that half from then on (varCap), so that the
+// rest of the pass does not read such a response again only to drop it; a
+// request of one variable is read in halves of its window. What the
+// source holds of a response is then bounded by its own bound, not by the
+// response's size, which grows with the rows'. It returns false for one
+// variable over one millisecond, which cannot be asked for in less.
+func (r *reader) shrink(req *request, err error) bool {
+	var next []*request
+	switch n := len(req.targets); {
+	case n > 1:
+		half := (n + 1) / 2
+		// Lowered under mu, so that it only goes down; fetch reads it
+		// without the lock.
+		r.mu.Lock()
+		lower := r.varCap.Load() == 0 || int64(half) < r.varCap.Load()
+		if lower {
+			r.varCap.Store(int64(half))
+		}
+		r.mu.Unlock()
+		if lower {
+			r.e.log.Info("raw series response too large to hold; reading fewer variables per request",
+				zap.Int("variables_per_request", half), zap.Error(err))
+		}
+		next = splitVariables(req, half)
+	case req.start < req.end:
+		mid := req.start + (req.end-req.start)/2
+		next = []*request{{targets: req.targets, start: req.start, end: mid}, {targets: req.targets, start: mid + 1, end: req.end, open: req.open}}
+	default:
+		return false
+	}
+	r.replace(req, next)
+	return true
+}
+
+// splitVariables is req's window read for its variables in requests of at
+// most c of them.
+func splitVariables(req *request, c int) []*request {
+	var next []*request
+	for lo := 0; lo < len(req.targets); lo += c {
+		hi := min(lo+c, len(req.targets))
+		next = append(next, &request{targets: req.targets[lo:hi:hi], start: req.start, end: req.end, open: req.open})
+	}
+	return next
+}
+
+// replace queues next, in front of the others, in place of req, which
+// read nothing.
+func (r *reader) replace(req *request, next []*request) {
+	r.mu.Lock()
+	ended := r.replaceLocked(req, next)
+	r.mu.Unlock()
+	for i := len(next) - 1; i >= 0; i-- {
+		r.q.pushFront(next[i])
+	}
+	r.report(ended)
 }
 
 // failRequest fails every target of req with err (the committer keeps each

@@ -29,8 +29,13 @@ const (
 var errShort = errors.New("value runs past the window")
 
 // syntaxError is malformed or unexpected JSON; the decoder turns it into a
-// located DecodeError.
-type syntaxError struct{ msg string }
+// located DecodeError. tooLarge marks a value walk refused to keep because
+// it exceeded its bound, which the raw-series decoder reports on its own
+// (TooLargeError).
+type syntaxError struct {
+	msg      string
+	tooLarge bool
+}
 
 func (e *syntaxError) Error() string { return e.msg }
 
@@ -344,7 +349,7 @@ func (s *scanner) walk(dst *[]byte, max int) error {
 			return nil
 		}
 		if len(*dst)+len(b) > max {
-			return syntaxf("value larger than the %d bytes this request may return", max)
+			return &syntaxError{msg: fmt.Sprintf("value larger than the %d bytes this request may return", max), tooLarge: true}
 		}
 		*dst = append(*dst, b...)
 		return nil

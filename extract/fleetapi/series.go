@@ -28,8 +28,10 @@ const (
 // true; outer-joined rows whose per-variable cells may all be null, which the
 // decoder splits back into per-variable frames, holding at most the points of
 // the response). When `results` comes before `columns` in the body its bytes
-// are buffered, up to a bound derived from the request, and decoded once the
-// columns are known.
+// are held, and decoded once the columns are known; at most MaxHeldResults
+// of them: a larger `results` is a *TooLargeError, returned before anything
+// reaches the sink, and the same request for fewer variables or a shorter
+// window gets a smaller one.
 //
 // A row with a null timestamp or value is counted in its frame's row count
 // but yields no point. The bare tokens NaN, Infinity and -Infinity, which
@@ -116,6 +118,10 @@ func (d *seriesDecoder) locate(err error) error {
 	if errors.As(err, &se) {
 		return fmt.Errorf("raw series sink, frame %d: %w", d.frame, se.err)
 	}
+	var tl *TooLargeError
+	if errors.As(err, &tl) {
+		return tl
+	}
 	var de *DecodeError
 	if errors.As(err, &de) {
 		return de
@@ -149,17 +155,38 @@ func (d *seriesDecoder) fail(format string, args ...any) error {
 		Msg: fmt.Sprintf(format, args...), tied: vid != ""}
 }
 
-// bufferLimit bounds the bytes of `results` held when they come before
-// `columns`: a generous allowance per requested row, never less than 8 MiB,
-// and a fixed ceiling when the request has no limit.
-func bufferLimit(req SeriesRequest) int {
-	const perRow, floor, ceiling = 4 << 10, 8 << 20, 1 << 30
-	if req.Limit <= 0 {
-		return ceiling
-	}
-	n := int64(req.Limit) * int64(max(len(req.VariableIDs), 1)) * perRow
-	return int(min(max(n, floor), ceiling))
+// MaxHeldResults bounds the bytes of a raw-series `results` that DecodeSeries
+// holds when they come before `columns`. Without the columns no cell can be
+// placed, so the whole of `results` waits; bounded by the request alone
+// (its limit times its variables), what a response held grew with the size
+// of its rows, and with four such requests in flight a dense backfill of
+// fleetsim's data peaked at 452 MiB (issue 26). 8 MiB is some 250,000 rows
+// of fleetsim's ~32 bytes: half the rows of fleetsync's default request (50
+// variables × 10,000), which the pipeline then asks for in halves.
+const MaxHeldResults = 8 << 20
+
+// TooLargeError is a raw-series response whose `results` came before its
+// `columns` and held more than MaxHeldResults bytes. Nothing of it reached
+// the sink. It is not retryable as it stands: the same request gets the
+// same response; a request for fewer variables, or for a shorter window,
+// gets a smaller one.
+type TooLargeError struct {
+	// Variables is the number of variables the request named, and Start
+	// and End its window (POSIX ms).
+	Variables  int
+	Start, End int64
+	// Held is the bytes of `results` held when the decoder gave up.
+	Held int
 }
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("raw series of %d variables over [%d, %d]: `results` came before `columns` and held more than %d bytes; ask for fewer variables or a shorter window",
+		e.Variables, e.Start, e.End, MaxHeldResults)
+}
+
+// TooLarge says that a request for less may succeed: the pipeline reads
+// the window again in halves.
+func (e *TooLargeError) TooLarge() bool { return true }
 
 func (d *seriesDecoder) decode() error {
 	if d.req.End < d.req.Start {
@@ -183,7 +210,12 @@ func (d *seriesDecoder) decode() error {
 				return d.results()
 			}
 			pendingResults = true
-			return d.s.walk(&pending, bufferLimit(d.req))
+			err := d.s.walk(&pending, MaxHeldResults)
+			var sy *syntaxError
+			if errors.As(err, &sy) && sy.tooLarge {
+				return &TooLargeError{Variables: len(d.req.VariableIDs), Start: d.req.Start, End: d.req.End, Held: len(pending)}
+			}
+			return err
 		default:
 			return d.s.walk(nil, 0)
 		}

@@ -1,6 +1,8 @@
 package fleetapi
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
@@ -42,5 +44,52 @@ func TestSeriesReadsPaddedContextsAndResultsBeforeColumns(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// resultsFirst is a raw-series body of one frame of n rows of the given
+// context, `results` before `columns`.
+func resultsFirst(n int, ctx string) string {
+	row := `[1700000000500,1.5,` + ctx + `]`
+	return `{"results":[[` + strings.TrimSuffix(strings.Repeat(row+",", n), ",") + `]],"columns":[["timestamp","v1.value.value","v1.value.context"]]}`
+}
+
+func TestDecodeSeriesHoldsAtMostMaxHeldResultsOfResultsBeforeColumns(t *testing.T) {
+	req := SeriesRequest{VariableIDs: []string{"v1"}, Start: 1_700_000_000_000, End: 1_700_000_001_000, Limit: 100_000}
+	ctx := `{"pad":"` + strings.Repeat("x", 990) + `"}` // a row of ~1 KiB
+	row := len(`[1700000000500,1.5,` + ctx + `],`)
+
+	// Just within the bound: held, then decoded once the columns arrive.
+	fits := MaxHeldResults/row - 1
+	rec := newRecorder()
+	if err := DecodeSeries(strings.NewReader(resultsFirst(fits, ctx)), req, rec); err != nil {
+		t.Fatalf("results of %d bytes before columns: %v", fits*row, err)
+	}
+	if len(rec.frames[0]) != fits || rec.rows[0] != fits || rec.frames[0][0].ctx != ctx {
+		t.Fatalf("decoded %d points (%d rows), want %d", len(rec.frames[0]), rec.rows[0], fits)
+	}
+
+	// Past it: a *TooLargeError, before anything reached the sink; without
+	// the bound the decoder held the whole of `results` (it allowed 4 KiB
+	// a requested row, up to 1 GiB), so memory grew with the rows' size.
+	rec = newRecorder()
+	err := DecodeSeries(strings.NewReader(resultsFirst(2*fits, ctx)), req, rec)
+	var tl *TooLargeError
+	if !errors.As(err, &tl) {
+		t.Fatalf("results of %d bytes before columns: got %v (%T), want a *TooLargeError", 2*fits*row, err, err)
+	}
+	if tl.Held > MaxHeldResults || tl.Variables != 1 || tl.Start != req.Start || tl.End != req.End {
+		t.Errorf("TooLargeError %+v: held past the bound or names another request", tl)
+	}
+	if rec.calls != 0 || len(rec.order) != 0 {
+		t.Errorf("the sink saw %d points and %v before the error; a request asked for again in halves would load them twice", rec.calls, rec.order)
+	}
+	if Retryable(err) || !tl.TooLarge() {
+		t.Errorf("Retryable %v, TooLarge %v: the same request gets the same response, a smaller one may not", Retryable(err), tl.TooLarge())
+	}
+	// Columns first, the same rows stream without being held.
+	body := `{"columns":[["timestamp","v1.value.value","v1.value.context"]],"results":[[` + strings.TrimSuffix(strings.Repeat(`[1700000000500,1.5,`+ctx+`],`, 2*fits), ",") + `]]}`
+	if err := DecodeSeries(strings.NewReader(body), req, newRecorder()); err != nil {
+		t.Errorf("the same rows, columns first: %v", err)
 	}
 }
