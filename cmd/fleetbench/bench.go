@@ -166,6 +166,8 @@ func (b *bench) measure(ctx context.Context) error {
 		b.runStages(ctx, []namedStage{
 			{"flat", &backfillStage{b: b, tag: "flat", points: s.flatPoints, ownSim: true, devices: s.flatDevices}},
 			{"flat", &backfillStage{b: b, tag: "flat50k", points: s.flatPoints, ownSim: true, devices: s.flatDevices, rpr: 50000}},
+			{"flat", &backfillStage{b: b, tag: "flatctx", points: s.flatPoints, ownSim: true, devices: s.flatDevices, simFlags: largeContextFlags}},
+			{"flat", &backfillStage{b: b, tag: "flatfirst", points: s.flatPoints, ownSim: true, devices: s.flatDevices, simFlags: resultsFirstFlags}},
 		}, fail)
 	}
 	if b.o.only["incr"] && ctx.Err() == nil {

@@ -149,6 +149,21 @@ func (b *bench) runSync(ctx context.Context, name, cfg string, sim *simProc, db 
 // 17 or 18 counts and 240 rows read twice with each order).
 var cutSimFlags = []string{"--series-cut", "mixed"}
 
+// largeContextBytes is the size of every context in the memory section's
+// backfill of large contexts: fleetsim's own are {} or a position's ~32
+// bytes, so this is 5 times its longest (16 times its average).
+const largeContextBytes = 160
+
+// largeContextFlags and resultsFirstFlags are the fleetsim flags of the
+// memory section's other data shapes: contexts several times larger, and
+// `results` before `columns` (which a client must hold until it knows the
+// columns). Each grew fleetsync's memory before issue 26 bounded it by
+// bytes: the dense 20 M backfill peaked at 390 and 452 MiB.
+var (
+	largeContextFlags = []string{"--context-bytes", fmt.Sprint(largeContextBytes)}
+	resultsFirstFlags = []string{"--results-first"}
+)
+
 // backfillStage measures the first sync (backfill) of a fleet into a fresh
 // database per run by the fleetsync binary.
 type backfillStage struct {
@@ -233,6 +248,14 @@ func (st *backfillStage) prepare(ctx context.Context) error {
 		st.sec = b.section(fmt.Sprintf("4. Memory: a dense backfill of %d variables × %d points", vars, st.points))
 		st.sec.note("%s", config)
 		st.sec.note("Twice the variables and twice the points per variable of the 5 M backfill: every frame of the default limit comes back cut, so the memory the reads keep for a cut frame shows here.")
+	case "flatctx":
+		st.sec = b.section(fmt.Sprintf("4c. Memory: the same backfill with contexts 5 times larger, fleetsim `%s`", strings.Join(st.simFlags, " ")))
+		st.sec.note("%s", config)
+		st.sec.note("Every context padded to %d bytes (fleetsim's are `{}` or a position's ~32 bytes): whatever grew with the rows' size would show here.", largeContextBytes)
+	case "flatfirst":
+		st.sec = b.section(fmt.Sprintf("4d. Memory: the same backfill with `results` before `columns`, fleetsim `%s`", strings.Join(st.simFlags, " ")))
+		st.sec.note("%s", config)
+		st.sec.note("The client holds `results` until the `columns` arrive, at most 8 MiB a response (`fleetapi.MaxHeldResults`); a larger one is read again in smaller requests, hence more requests.")
 	default:
 		st.sec = b.section(fmt.Sprintf("4b. Memory: the same backfill with `rows_per_request: %d`", st.rpr))
 		st.sec.note("%s", config)

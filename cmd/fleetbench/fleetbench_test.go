@@ -397,3 +397,33 @@ func TestTheBenchmarksDocumentIsAtMost250Lines(t *testing.T) {
 		}
 	}
 }
+
+// Issue 26: the 20 M backfill's memory is bound on every data shape of the
+// memory section, each by its own figure: fleetsim's data, whole series in
+// a frame, contexts 5 times larger, `results` before `columns`.
+func TestTargetsBoundTheMemoryOfEachDenseBackfillShape(t *testing.T) {
+	b := &bench{o: &options{runs: 3, tune: tuning{VariablesPerRequest: 50}}, stdout: io.Discard, stderr: io.Discard, began: time.Now()}
+	for tag, rss := range map[string][]float64{"flat": {150, 152, 160}, "flat50k": {140, 141, 142}, "flatctx": {200, 230, 390}, "flatfirst": {210, 218, 250}} {
+		f := b.section("4 "+tag).fig("rss-"+tag, "peak RSS of fleetsync", "MiB", 0)
+		for _, v := range rss {
+			f.add(v)
+		}
+	}
+	want := map[string]string{
+		"peak RSS of the 20 M dense backfill ≤ 256 MiB":                                 "met",
+		"peak RSS of the 20 M dense backfill with rows_per_request 50000 ≤ 256 MiB":     "met",
+		"peak RSS of the 20 M dense backfill with contexts 5 times larger ≤ 256 MiB":    "MISSED",
+		"peak RSS of the 20 M dense backfill with `results` before `columns` ≤ 256 MiB": "met",
+	}
+	got := map[string]string{}
+	for _, tg := range b.targets() {
+		if _, ok := want[tg.what]; ok {
+			got[tg.what] = tg.verdict() + " at " + tg.measured
+		}
+	}
+	for what, verdict := range want {
+		if !strings.HasPrefix(got[what], verdict+" ") {
+			t.Errorf("%q: %q, want %s (the worst run decides)", what, got[what], verdict)
+		}
+	}
+}

@@ -17,7 +17,10 @@
 //     (--series-cut mixed), so fleetsync proves the cut frames and reads
 //     their remainders again;
 //  4. memory: a dense backfill of 20 M points (1,000 variables × 20,000),
-//     at the defaults and with rows_per_request 50000;
+//     at the defaults, with rows_per_request 50000, and at the defaults
+//     on data whose contexts are 5 times larger (fleetsim
+//     --context-bytes) and whose `results` come before `columns`
+//     (fleetsim --results-first);
 //  5. the incremental cycle cost on a fleet of 10 k variables, 1 % of them
 //     changed (with and without the analyst tables), and a cycle where
 //     nothing changed;
