@@ -64,6 +64,8 @@ func simScenario(seed uint64, vars, steps int) simConfig {
 	}
 	// Drawn last, so that every earlier draw of a seed stays as it was.
 	c.moveChunk = []int{0, 1, 2, 3}[r.IntN(4)]
+	// And after it, for the same reason.
+	c.holdRows = []int{0, 0, 4, 16}[r.IntN(4)]
 	if vars > 0 {
 		c.vars = min(c.vars, vars)
 	}

@@ -102,6 +102,12 @@ type simConfig struct {
 	// this many at a time (0: all at once, the default chunk being larger
 	// than any seed's fleet).
 	moveChunk int
+	// holdRows is how many rows the source's decoder holds of a response
+	// that serves its results before its columns (fleetapi's
+	// MaxHeldResults): a response of more rows, served so (half of them,
+	// at random), fails as too large before any point reaches the sink,
+	// and the reader asks for less (reader.shrink). 0: never.
+	holdRows int
 }
 
 func (c simCut) String() string {
@@ -125,8 +131,8 @@ func (m countMode) String() string {
 func (c simConfig) serial() bool { return c.inFlight == 1 && c.workers == 1 }
 
 func (c simConfig) String() string {
-	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%s order=%s last_activity=%s counts=%s skip_idle=%v faults=%.2f crashes=%v service_short=%dms move_chunk=%d",
-		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.skipIdle, c.faults, c.crashes, c.serviceShortMs, c.moveChunk)
+	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%s order=%s last_activity=%s counts=%s skip_idle=%v faults=%.2f crashes=%v service_short=%dms move_chunk=%d hold_rows=%d",
+		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.skipIdle, c.faults, c.crashes, c.serviceShortMs, c.moveChunk, c.holdRows)
 }
 
 // The simulated sync's fixed settings.
@@ -435,6 +441,7 @@ type simError struct {
 	scoped    bool
 	notFound  bool
 	retention bool
+	tooLarge  bool
 	index     int
 }
 
@@ -443,6 +450,7 @@ func (e *simError) Retryable() bool         { return e.retryable }
 func (e *simError) VariableScoped() bool    { return e.scoped }
 func (e *simError) NotFound() bool          { return e.notFound }
 func (e *simError) RetentionExceeded() bool { return e.retention }
+func (e *simError) TooLarge() bool          { return e.tooLarge }
 
 // simVarError is a frame the decoder could not read.
 type simVarError struct{ simError }
@@ -538,6 +546,10 @@ func (s simSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink
 	for i, id := range req.VariableIDs {
 		frames[i] = w.frame(w.byID[id], req, content)
 		total += len(frames[i])
+	}
+	if w.cfg.holdRows > 0 && total > w.cfg.holdRows && w.draw("series/results-first", content)%2 == 0 {
+		w.mu.Unlock()
+		return &simError{msg: "results served before columns, more rows than the decoder holds", tooLarge: true}
 	}
 	cutAt := -1
 	if total > 0 && w.fault("series/cut-body", content, 0.05) {
