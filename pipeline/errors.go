@@ -77,3 +77,20 @@ func (e *LoadError) Error() string { return e.Err.Error() }
 
 // Unwrap returns the writer's error.
 func (e *LoadError) Unwrap() error { return e.Err }
+
+// TooLargeError is implemented by the source's error for a response too
+// large to take in one piece (for the Fleet Telemetry API, fleetapi's
+// TooLargeError: `results` served before `columns`, more of them than its
+// decoder holds). Nothing of the response reached the sink, and a request
+// for less gets a smaller one: the reader asks for fewer variables, then
+// for halves of one variable's window (reader.shrink).
+type TooLargeError interface {
+	error
+	TooLarge() bool
+}
+
+// IsTooLarge reports whether err says the response was too large to hold.
+func IsTooLarge(err error) bool {
+	var e TooLargeError
+	return errors.As(err, &e) && e.TooLarge()
+}

@@ -186,7 +186,7 @@ func (r *reader) retryOrFail(ctx context.Context, req *request, err error, touch
 			return
 		}
 		r.q.push(req)
-	case !touched && isTooLarge(err) && r.shrink(req, err):
+	case !touched && IsTooLarge(err) && r.shrink(req, err):
 	case r.confine(req, err):
 	case touched && IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
 		req.attempt++
@@ -247,19 +247,8 @@ func (r *reader) confine(req *request, err error) bool {
 	return true
 }
 
-// tooLarge is implemented by the source's error for a response too large
-// to take in one piece (fleetapi's TooLargeError: `results` served before
-// `columns`, more of them than its decoder holds). Nothing of the response
-// reached the sink, and a request for less gets a smaller one.
-type tooLarge interface{ TooLarge() bool }
-
-func isTooLarge(err error) bool {
-	var e tooLarge
-	return errors.As(err, &e) && e.TooLarge()
-}
-
 // shrink reads the window of a request whose response was too large
-// (tooLarge) in smaller requests: its variables in halves, and no request
+// (TooLargeError) in smaller requests: its variables in halves, and no request
 // of the pass names more than that half from then on (varCap), so that the
 // rest of the pass does not read such a response again only to drop it; a
 // request of one variable is read in halves of its window. What the
