@@ -16,7 +16,7 @@ import (
 // engine reads; the rest are the metadata stage's (RefreshSource,
 // EventSource) and one optional capability (CountSource). A source also
 // classifies its errors with the interfaces of errors.go (retryable, past
-// retention, not found, one variable's, permission) and, for `fleetsync
+// retention, not found, one variable's, permission, too large) and, for `fleetsync
 // verify`, implements pipeline/verify's Source.
 
 // Source is a telemetry service as the sync reads it: the Fleet Telemetry
@@ -27,7 +27,11 @@ type Source interface {
 	// variable carrying its device's id and label. The slices are the
 	// caller's (a cycle clears what only its metadata stage needs).
 	Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error)
-	// Series streams the raw series of req into sink.
+	// Series streams the raw series of req into sink. On an error, part
+	// of the response may have reached the sink already (the engine
+	// discards it and reads the window again); a TooLargeError only
+	// before any of it has. Failures before the response (connection,
+	// 429, 5xx) are the source's to retry within its own budget.
 	Series(ctx context.Context, req SeriesRequest, sink FrameSink) error
 }
 
@@ -138,6 +142,8 @@ type MetadataWriter interface {
 // deleted and refresh the rest of the fleet's metadata. *Refresh is the
 // full one; WalkMetadata makes one of a plain MetadataWriter.
 type SnapshotWriter interface {
+	// WriteSnapshot stores one cycle's walk: the devices and variables,
+	// and what else the writer refreshes from them.
 	WriteSnapshot(ctx context.Context, snap Snapshot) error
 }
 
@@ -155,6 +161,8 @@ type RefreshStore interface {
 	// WriteChangedVariables is WriteChangedDevices for variables; each
 	// missing row names its device.
 	WriteChangedVariables(ctx context.Context, vars []Variable, syncedAt time.Time) (MetadataDiff, error)
+	// MarkDevicesDeleted and MarkVariablesDeleted flag the stored rows of
+	// ids as deleted in the source; their points stay.
 	MarkDevicesDeleted(ctx context.Context, ids []string) error
 	MarkVariablesDeleted(ctx context.Context, ids []string) error
 	// WriteOrganizations stores the complete list of organizations; those
@@ -168,6 +176,8 @@ type RefreshStore interface {
 
 // EventLogWriter stores event logs in the warehouse.
 type EventLogWriter interface {
+	// WriteEventLogs stores logs; a log written again replaces itself
+	// (one row per event and log id once deduplicated).
 	WriteEventLogs(ctx context.Context, logs []EventLog) error
 }
 
@@ -184,6 +194,11 @@ type StateStore interface {
 	// variable), never in a map of whole marks as well. An error from fn
 	// stops the scan and is returned.
 	ScanMarks(ctx context.Context, fn func(Mark) error) error
+	// Commit stores marks, each merged with the stored one by MergeMark
+	// (marks.go) so that none moves backwards, whatever order concurrent
+	// commits land in. A failed Commit may have stored some of them: each
+	// mark is safe alone, since it is committed only after the warehouse
+	// acknowledged every point below it.
 	Commit(ctx context.Context, marks []Mark) error
 }
 

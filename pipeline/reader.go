@@ -52,10 +52,6 @@ type reader struct {
 	mu     sync.Mutex
 	byID   map[string]*targetState
 	n      readCounts
-	// varCap, once positive, is the most variables a request of the pass
-	// names: a response too large to take in one piece (tooLarge) set it
-	// to half the request's (shrink).
-	varCap atomic.Int64
 }
 
 // readCounts are the reader's figures for the RunResult: raw-series
@@ -124,10 +120,6 @@ func (r *reader) fetcher(ctx context.Context) {
 func (r *reader) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 	if err := ctx.Err(); err != nil {
 		r.failRequest(req, context.Cause(ctx))
-		return chunk
-	}
-	if c := int(r.varCap.Load()); c > 0 && len(req.targets) > c {
-		r.replace(req, splitVariables(req, c))
 		return chunk
 	}
 	floor := r.floor.at.Load()
@@ -248,34 +240,33 @@ func (r *reader) confine(req *request, err error) bool {
 }
 
 // shrink reads the window of a request whose response was too large
-// (TooLargeError) in smaller requests: its variables in halves, and no request
-// of the pass names more than that half from then on (varCap), so that the
-// rest of the pass does not read such a response again only to drop it; a
-// request of one variable is read in halves of its window. What the
-// source holds of a response is then bounded by its own bound, not by the
-// response's size, which grows with the rows'. It returns false for one
-// variable over one millisecond, which cannot be asked for in less.
+// (TooLargeError) in smaller requests: its variables in halves; a request
+// of one variable that reaches into the future (open) closed at its end,
+// the future noted as the halves of a cut frame do (split.go), since no
+// halving of the window shrinks what lies past it; a closed request of one
+// variable in halves of its window. Each request learns alone: one dense
+// variable does not make the pass ask for fewer variables everywhere.
+// What the source holds of a response is then bounded by its own bound,
+// not by the response's size, which grows with the rows'. It returns
+// false for one variable over one millisecond, which cannot be asked for
+// in less (the source holds such a response whole, see fleetapi's
+// heldBound).
 func (r *reader) shrink(req *request, err error) bool {
 	var next []*request
 	switch n := len(req.targets); {
 	case n > 1:
-		half := (n + 1) / 2
-		// Lowered under mu, so that it only goes down; fetch reads it
-		// without the lock.
+		r.e.log.Debug("raw series response too large to hold; reading its variables in halves",
+			zap.Int("variables", n), zap.Error(err))
+		next = splitVariables(req, (n+1)/2)
+	case req.open:
 		r.mu.Lock()
-		lower := r.varCap.Load() == 0 || int64(half) < r.varCap.Load()
-		if lower {
-			r.varCap.Store(int64(half))
-		}
+		t := req.targets[0]
+		t.futureMs = earliest(t.futureMs, req.end+1)
 		r.mu.Unlock()
-		if lower {
-			r.e.log.Info("raw series response too large to hold; reading fewer variables per request",
-				zap.Int("variables_per_request", half), zap.Error(err))
-		}
-		next = splitVariables(req, half)
+		next = []*request{{targets: req.targets, start: req.start, end: req.end}}
 	case req.start < req.end:
 		mid := req.start + (req.end-req.start)/2
-		next = []*request{{targets: req.targets, start: req.start, end: mid}, {targets: req.targets, start: mid + 1, end: req.end, open: req.open}}
+		next = []*request{{targets: req.targets, start: req.start, end: mid}, {targets: req.targets, start: mid + 1, end: req.end}}
 	default:
 		return false
 	}

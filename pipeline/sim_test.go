@@ -156,7 +156,19 @@ func (w *simWorld) step(i int) {
 		w.writeBurst(r, false)
 	}
 	w.mu.Unlock()
-	cycle := func(s *Syncer, ctx context.Context) error { _, err := s.Cycle(ctx); return err }
+	// No variable ever fails on a response too large to hold: the reader
+	// can always ask for less (reader.shrink), down to one millisecond of
+	// one variable, which the source holds whole.
+	tooLarge := func(sum Summary) {
+		for _, f := range sum.Failed {
+			if IsTooLarge(f) {
+				w.mu.Lock()
+				w.violate("a variable failed on a response too large to hold: %v", f)
+				w.mu.Unlock()
+			}
+		}
+	}
+	cycle := func(s *Syncer, ctx context.Context) error { sum, err := s.Cycle(ctx); tooLarge(sum); return err }
 	switch k := r.IntN(10); {
 	case k < 6:
 		w.logf("step %d: a cycle", i)
@@ -177,7 +189,8 @@ func (w *simWorld) step(i int) {
 		go func() {
 			defer wg.Done()
 			w.run(w.proc(fmt.Sprintf("backfill%d", i), w.cfg.crashes), func(s *Syncer, ctx context.Context) error {
-				_, err := s.Backfill(ctx, from, to, nil)
+				sum, err := s.Backfill(ctx, from, to, nil)
+				tooLarge(sum)
 				return err
 			})
 		}()

@@ -43,10 +43,8 @@ func (s *holdingSource) Series(ctx context.Context, req SeriesRequest, sink Fram
 
 func TestReaderReadsResponsesTooLargeToHoldInSmallerRequests(t *testing.T) {
 	// 8 variables of 100 points a request, a source that holds 250 rows:
-	// the request is read in halves, then quarters, and once a half was
-	// too large no request of the pass names more than that half, so the
-	// other half is split before it is sent, not sent to be dropped (one
-	// request in flight, so that the order is fixed).
+	// the request is read in halves, then quarters (one request in
+	// flight, so that the order is fixed).
 	mem, targets := fixture(8, 100, 1_700_000_000_000)
 	src := &holdingSource{memSource: mem, maxRows: 250}
 	d, r, c := readAlone(t, src, targets, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 8, MaxInFlight: 1}, 0)
@@ -55,9 +53,55 @@ func TestReaderReadsResponsesTooLargeToHoldInSmallerRequests(t *testing.T) {
 	if src.largest > src.maxRows {
 		t.Errorf("a response of %d rows was served, the source holds %d", src.largest, src.maxRows)
 	}
-	// 8 too large, then 4 too large, then 4 requests of 2.
-	if src.tooLarge != 2 || r.n.requests.Load() != 6 || r.varCap.Load() != 2 {
-		t.Errorf("%d responses too large of %d requests, at most %d variables a request; want 2 of 6, 2", src.tooLarge, r.n.requests.Load(), r.varCap.Load())
+	// 8 too large, then 2 of 4 too large, then 4 requests of 2.
+	if src.tooLarge != 3 || r.n.requests.Load() != 7 {
+		t.Errorf("%d responses too large of %d requests; want 3 of 7", src.tooLarge, r.n.requests.Load())
+	}
+}
+
+// One dense variable among many makes only its own requests smaller:
+// the others are read 50 a request as before, not one at a time.
+func TestReaderReadsOnlyTheRequestsOfADenseVariableSmaller(t *testing.T) {
+	const start = 1_700_000_000_000
+	mem, targets := fixture(200, 10, start)
+	for i := range 1000 {
+		mem.points["v000"] = append(mem.points["v000"], Point{TsMs: start + 20_000 + int64(i), Context: []byte("{}")})
+	}
+	for i := range targets {
+		targets[i].End = start + 40_000
+	}
+	src := &holdingSource{memSource: mem, maxRows: 500}
+	d, r, c := readAlone(t, src, targets, EngineOptions{RowsPerRequest: 2000, VariablesPerRequest: 50, MaxInFlight: 1}, 0)
+	checkReadOnce(t, d, mem, ids(targets), 0)
+	checkDone(t, d, c, targets)
+	// The dense variable's request: 50, 25, 13, 7, 4, 2 and 1 variables too
+	// large, then its window in halves: a few dozen requests, not the
+	// 200 that reading every variable alone would take.
+	if n := r.n.requests.Load(); n > 40 {
+		t.Errorf("%d requests (%d too large) for 200 variables, one of them dense; want at most 40", n, src.tooLarge)
+	}
+}
+
+// A request that reaches into the future (every cycle's last) and is too
+// large for the points ahead of its end alone: read closed at its end,
+// the future noted for a later cycle, instead of halved down to one
+// millisecond and failed (which would fail the variable every cycle).
+func TestReaderReadsAnOpenRequestTooLargeForItsFutureClosed(t *testing.T) {
+	const start = 1_700_000_000_000
+	mem, targets := fixture(1, 10, start)
+	id := targets[0].Variable.ID
+	end := targets[0].End
+	for i := range 20 {
+		mem.points[id] = append(mem.points[id], Point{TsMs: end + 1000 + int64(i), Context: []byte("{}")})
+	}
+	targets[0].ReadFuture = true
+	src := &holdingSource{memSource: mem, maxRows: 8}
+	d, _, c := readAlone(t, src, targets, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 4}, 0)
+	if len(c.failed) > 0 {
+		t.Fatalf("the variable failed: %v", c.failed[0].Err)
+	}
+	if len(d.rows[id]) != 10 {
+		t.Errorf("%d rows loaded, want the window's 10", len(d.rows[id]))
 	}
 }
 

@@ -165,6 +165,26 @@ func (d *seriesDecoder) fail(format string, args ...any) error {
 // variables × 10,000), which the pipeline then asks for in halves.
 const MaxHeldResults = 8 << 20
 
+// heldBound is how many bytes of a `results` served before `columns`
+// DecodeSeries holds for req: MaxHeldResults, except for a request of one
+// variable over one millisecond, which no caller can split further. What
+// the service serves for one instant of one variable is held as a
+// columns-first response would stream it, up to the allowance every
+// request had before MaxHeldResults (4 KiB a requested row, at least
+// 8 MiB, at most 1 GiB), so that whether such a point loads does not
+// depend on the order of the response's members, which the spec leaves
+// open.
+func heldBound(req SeriesRequest) int {
+	if len(req.VariableIDs) != 1 || req.Start != req.End {
+		return MaxHeldResults
+	}
+	const perRow, ceiling = 4 << 10, 1 << 30
+	if req.Limit <= 0 {
+		return ceiling
+	}
+	return int(min(max(int64(req.Limit)*perRow, MaxHeldResults), ceiling))
+}
+
 // TooLargeError is a raw-series response whose `results` came before its
 // `columns` and held more than MaxHeldResults bytes. Nothing of it reached
 // the sink. It is not retryable as it stands: the same request gets the
@@ -175,13 +195,18 @@ type TooLargeError struct {
 	// and End its window (POSIX ms).
 	Variables  int
 	Start, End int64
-	// Held is the bytes of `results` held when the decoder gave up.
-	Held int
+	// Held is the bytes of `results` held when the decoder gave up, past
+	// Bound, what it holds for such a request (heldBound).
+	Held, Bound int
 }
 
 func (e *TooLargeError) Error() string {
-	return fmt.Sprintf("raw series of %d variables over [%d, %d]: `results` came before `columns` and held more than %d bytes; ask for fewer variables or a shorter window",
-		e.Variables, e.Start, e.End, MaxHeldResults)
+	what := fmt.Sprintf("%d variables over [%d, %d]", e.Variables, e.Start, e.End)
+	if e.Variables == 1 {
+		what = fmt.Sprintf("one variable over [%d, %d]", e.Start, e.End)
+	}
+	return fmt.Sprintf("the response for %s served `results` before `columns`, more than the %d bytes the decoder holds of them; ask for fewer variables or a shorter window",
+		what, e.Bound)
 }
 
 // TooLarge says that a request for less may succeed: the pipeline reads
@@ -210,10 +235,11 @@ func (d *seriesDecoder) decode() error {
 				return d.results()
 			}
 			pendingResults = true
-			err := d.s.walk(&pending, MaxHeldResults)
+			bound := heldBound(d.req)
+			err := d.s.walk(&pending, bound)
 			var sy *syntaxError
 			if errors.As(err, &sy) && sy.tooLarge {
-				return &TooLargeError{Variables: len(d.req.VariableIDs), Start: d.req.Start, End: d.req.End, Held: len(pending)}
+				return &TooLargeError{Variables: len(d.req.VariableIDs), Start: d.req.Start, End: d.req.End, Held: len(pending), Bound: bound}
 			}
 			return err
 		default:

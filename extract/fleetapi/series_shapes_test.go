@@ -93,3 +93,35 @@ func TestDecodeSeriesHoldsAtMostMaxHeldResultsOfResultsBeforeColumns(t *testing.
 		t.Errorf("the same rows, columns first: %v", err)
 	}
 }
+
+// oneCountSink counts the points it is handed.
+type oneCountSink struct{ n int }
+
+func (s *oneCountSink) Point(int, Point) error  { s.n++; return nil }
+func (s *oneCountSink) EndFrame(int, int) error { return nil }
+
+// A point larger than MaxHeldResults, asked for alone (one variable, one
+// millisecond: nothing smaller can be asked for), loads whichever member
+// the response serves first; the same response for a window of two
+// milliseconds, which can be halved, is refused as too large when
+// `results` comes first.
+func TestOnePointPastTheHeldBoundLoadsInEitherOrderWhenAskedForAlone(t *testing.T) {
+	ctx := `{"pad":"` + strings.Repeat("x", MaxHeldResults+(1<<20)) + `"}`
+	results := `"results":[[[1.5,1000,` + ctx + `]]]`
+	columns := `"columns":[["v1.value.value","timestamp","v1.value.context"]]`
+	alone := SeriesRequest{VariableIDs: []string{"v1"}, Start: 1000, End: 1000, Limit: 10000}
+	for name, body := range map[string]string{"columns first": "{" + columns + "," + results + "}", "results first": "{" + results + "," + columns + "}"} {
+		s := &oneCountSink{}
+		if err := DecodeSeries(strings.NewReader(body), alone, s); err != nil || s.n != 1 {
+			t.Errorf("%s: %d points, %v; want the one point", name, s.n, err)
+		}
+	}
+	wider := alone
+	wider.End = 1001
+	s := &oneCountSink{}
+	err := DecodeSeries(strings.NewReader("{"+results+","+columns+"}"), wider, s)
+	var tl *TooLargeError
+	if !errors.As(err, &tl) || s.n != 0 {
+		t.Errorf("a window of two milliseconds, results first: %d points, %v; want none and a *TooLargeError", s.n, err)
+	}
+}
