@@ -115,26 +115,12 @@ func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
 	var total RunResult
 	for pass := 1; ; pass++ {
 		res := e.pass(ctx, targets, floor)
-		if pass == 1 {
-			total.Targets = res.Targets
-		}
-		total.Completed += res.Completed
-		total.Points += res.Points
-		total.Requests += res.Requests
-		total.Splits += res.Splits
-		total.Rollup += res.Rollup
-		total.CountRequests += res.CountRequests
-		total.RowsServed += res.RowsServed
-		total.Reloaded += res.Reloaded
-		total.MinRequests = max(total.MinRequests, res.MinRequests)
 		if res.FloorMovedTo != 0 {
-			total.FloorMovedTo, floor = res.FloorMovedTo, res.FloorMovedTo
-		}
-		if total.CommitErr == nil {
-			total.CommitErr = res.CommitErr
+			floor = res.FloorMovedTo
 		}
 		var again []Target
 		var cause error
+		var kept []*TargetError
 		for _, f := range res.Failed {
 			var le *LoadError
 			if errors.As(f.Err, &le) && IsRetryable(le) && ctx.Err() == nil && pass < loadPasses {
@@ -142,8 +128,15 @@ func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
 				cause = f.Err
 				continue
 			}
-			total.Failed = append(total.Failed, f)
+			kept = append(kept, f)
 		}
+		res.Failed = kept
+		if pass > 1 {
+			// Targets of the first pass read again: counted once, and
+			// the fewest requests they need are the first pass's.
+			res.Targets, res.MinRequests = 0, 0
+		}
+		total.add(res)
 		if len(again) == 0 {
 			return total
 		}

@@ -45,9 +45,8 @@ func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	content := sortedIDs(touched, func(t Touched) string { return t.VariableID })
-	r.p.step("rollup", content)
-	if r.p.dead {
-		return &simError{msg: "rollup: connection reset (process stopped)", retryable: true}
+	if err := r.p.write("rollup", content, "rollup"); err != nil {
+		return err
 	}
 	// The hourly and latest statements are separate: either may fail
 	// after the other landed.

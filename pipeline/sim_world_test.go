@@ -418,6 +418,17 @@ func (p *simProc) ask(content string) {
 }
 
 // step is a point where the process may crash. Caller holds w.mu.
+// write is the opening of a model call that writes (a commit of marks, a
+// rollup): its step, at which the process may stop, and the error a
+// stopped process's call gets, nil while it runs. Caller holds w.mu.
+func (p *simProc) write(kind, content, what string) error {
+	p.step(kind, content)
+	if p.dead {
+		return &simError{msg: what + ": connection reset (process stopped)", retryable: true}
+	}
+	return nil
+}
+
 func (p *simProc) step(kind, content string) {
 	if !p.crashable || p.dead || !p.w.chance("crash/"+kind, p.name+content, 0.02) {
 		return
@@ -802,9 +813,8 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 	defer w.mu.Unlock()
 	// Sorted: the order marks become ready in is the loaders'.
 	content := sortedIDs(marks, func(m Mark) string { return m.VariableID })
-	s.p.step("commit", content)
-	if s.p.dead {
-		return &simError{msg: "marks: connection reset (process stopped)", retryable: true}
+	if err := s.p.write("commit", content, "marks"); err != nil {
+		return err
 	}
 	failAfter := false
 	switch x := w.draw("marks/commit", content) % 1000; {
