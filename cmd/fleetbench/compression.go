@@ -73,14 +73,10 @@ func (st *compressionStage) runMode(ctx context.Context, r int, mode string) err
 	}
 	b.quiesce(ctx)
 	res, err := b.runSync(ctx, db, cfg, st.sim, db)
-	_, _ = b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
+	mp, err := b.settle(ctx, db, res, err, st.want)
 	if err != nil {
 		return err
 	}
-	if err := res.exact(st.want); err != nil {
-		return err
-	}
-	mp := float64(res.rows) / 1e6
 	f := st.figs[mode]
 	f.wall.add(res.wall.Seconds())
 	f.cpu.add((res.user + res.sys) / mp)
@@ -92,6 +88,20 @@ func (st *compressionStage) runMode(ctx context.Context, r int, mode string) err
 }
 
 func (st *compressionStage) finish(context.Context) {}
+
+// settle ends a backfill into db: it drops the database, then returns err,
+// what the backfill ran into, or else whether it loaded exactly want points
+// (exact), and the millions of points it loaded.
+func (b *bench) settle(ctx context.Context, db string, res syncResult, err error, want int64) (mp float64, _ error) {
+	_, _ = b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
+	if err != nil {
+		return 0, err
+	}
+	if err := res.exact(want); err != nil {
+		return 0, err
+	}
+	return float64(res.rows) / 1e6, nil
+}
 
 // exact checks that a backfill loaded the whole fleet, want points: what
 // fleetsync reported, what datapoints holds and the fleet all agree.

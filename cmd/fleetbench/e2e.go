@@ -318,14 +318,10 @@ func (st *backfillStage) run(ctx context.Context, r int) error {
 	if err == nil {
 		parts, err = b.insertedParts(ctx, db)
 	}
-	_, _ = b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
+	mp, err := b.settle(ctx, db, res, err, st.want)
 	if err != nil {
 		return err
 	}
-	if err := res.exact(st.want); err != nil {
-		return err
-	}
-	mp := float64(res.rows) / 1e6
 	own := res.user + res.sys
 	others := max(0, busy-own-res.chCPU-res.simCPU)
 	st.rate.add(float64(res.rows) / res.wall.Seconds())
@@ -378,11 +374,7 @@ func (st *backfillStage) runBare(ctx context.Context, r int) (wall, cpu float64,
 	}
 	b.quiesce(ctx)
 	res, err := b.runSync(ctx, db, cfg, st.sim, db)
-	_, _ = b.chClient(context.WithoutCancel(ctx), "DROP DATABASE IF EXISTS "+db, nil, nil)
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := res.exact(st.want); err != nil {
+	if _, err := b.settle(ctx, db, res, err, st.want); err != nil {
 		return 0, 0, err
 	}
 	return res.wall.Seconds(), res.user + res.sys + res.chCPU, nil

@@ -196,11 +196,17 @@ func TestTargetsBoundWhatTheTablesAddToEachBackfill(t *testing.T) {
 	for _, v := range []float64{18, 25, 26} {
 		cut.add(v)
 	}
-	want := map[string]string{
+	wantVerdicts(t, b, "", map[string]string{
 		"5 M backfill: wall time the analyst tables add ≤ 20 % of the wall time":                 "met",
 		"dense backfill of cut frames: wall time the analyst tables add ≤ 20 % of the wall time": "MISSED",
 		"5 M backfill: wall time the analyst tables add < 10 % of the wall time":                 "MISSED",
-	}
+	})
+}
+
+// wantVerdicts fails t unless each target of b named in want has the
+// verdict want gives it ("met" or "MISSED"); why is added to each error.
+func wantVerdicts(t *testing.T, b *bench, why string, want map[string]string) {
+	t.Helper()
 	got := map[string]string{}
 	for _, tg := range b.targets() {
 		if _, ok := want[tg.what]; ok {
@@ -209,7 +215,7 @@ func TestTargetsBoundWhatTheTablesAddToEachBackfill(t *testing.T) {
 	}
 	for what, verdict := range want {
 		if !strings.HasPrefix(got[what], verdict+" ") {
-			t.Errorf("%q: %q, want %s", what, got[what], verdict)
+			t.Errorf("%q: %q, want %s%s", what, got[what], verdict, why)
 		}
 	}
 }
@@ -259,27 +265,31 @@ func TestPivotPutsEachSettingInAColumnOfItsOwn(t *testing.T) {
 	if got := g.markdown(); got != want {
 		t.Errorf("pivoted table:\n%s\nwant:\n%s", got, want)
 	}
-	// A figure without a setting, or one row per figure anyway: no pivot.
-	plain := &section{}
-	newFig(plain, "one stream", "rows/s", 1)
-	newFig(plain, "one stream: parts written", "parts", 1)
-	newFig(plain, "two streams: parts written", "parts", 1)
-	if _, ok := pivot(plain); ok {
-		t.Error("a section with a figure of no setting was pivoted")
+}
+
+// A section pivot would garble is not pivoted: a figure without a setting,
+// settings that share no quantity (one row per figure anyway), the same
+// figure twice.
+func TestPivotRefusesSectionsItWouldGarble(t *testing.T) {
+	type fig struct {
+		name, unit string
+		val        float64
 	}
-	distinct := &section{}
-	newFig(distinct, "a: x", "s", 1)
-	newFig(distinct, "b: y", "s", 1)
-	newFig(distinct, "c: z", "s", 1)
-	if _, ok := pivot(distinct); ok {
-		t.Error("a section whose settings share no quantity was pivoted")
-	}
-	twice := &section{}
-	newFig(twice, "a: x", "s", 1)
-	newFig(twice, "a: x", "s", 2)
-	newFig(twice, "b: x", "s", 3)
-	if _, ok := pivot(twice); ok {
-		t.Error("a section with the same figure twice was pivoted, losing one")
+	for _, tc := range []struct {
+		fail string // the error if pivot takes the section
+		figs []fig
+	}{
+		{"a section with a figure of no setting was pivoted", []fig{{"one stream", "rows/s", 1}, {"one stream: parts written", "parts", 1}, {"two streams: parts written", "parts", 1}}},
+		{"a section whose settings share no quantity was pivoted", []fig{{"a: x", "s", 1}, {"b: y", "s", 1}, {"c: z", "s", 1}}},
+		{"a section with the same figure twice was pivoted, losing one", []fig{{"a: x", "s", 1}, {"a: x", "s", 2}, {"b: x", "s", 3}}},
+	} {
+		s := &section{}
+		for _, f := range tc.figs {
+			newFig(s, f.name, f.unit, f.val)
+		}
+		if _, ok := pivot(s); ok {
+			t.Error(tc.fail)
+		}
 	}
 }
 
@@ -409,21 +419,10 @@ func TestTargetsBoundTheMemoryOfEachDenseBackfillShape(t *testing.T) {
 			f.add(v)
 		}
 	}
-	want := map[string]string{
+	wantVerdicts(t, b, " (the worst run decides)", map[string]string{
 		"peak RSS of the 20 M dense backfill ≤ 256 MiB":                                 "met",
 		"peak RSS of the 20 M dense backfill with rows_per_request 50000 ≤ 256 MiB":     "met",
 		"peak RSS of the 20 M dense backfill with contexts 5 times larger ≤ 256 MiB":    "MISSED",
 		"peak RSS of the 20 M dense backfill with `results` before `columns` ≤ 256 MiB": "met",
-	}
-	got := map[string]string{}
-	for _, tg := range b.targets() {
-		if _, ok := want[tg.what]; ok {
-			got[tg.what] = tg.verdict() + " at " + tg.measured
-		}
-	}
-	for what, verdict := range want {
-		if !strings.HasPrefix(got[what], verdict+" ") {
-			t.Errorf("%q: %q, want %s (the worst run decides)", what, got[what], verdict)
-		}
-	}
+	})
 }
