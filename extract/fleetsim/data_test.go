@@ -648,10 +648,8 @@ func TestAppendFloatMatchesEncodingJSON(t *testing.T) {
 
 func TestNonFiniteValuesRenderAsPythonTokens(t *testing.T) {
 	e := newEnv(t, Options{})
-	d := e.sim.Devices()[0]
-	v := d.Variables[0]
-	pts := e.sim.Points(v.ID)
-	newest := pts[len(pts)-1].TimestampMs
+	d, v, _, last := e.firstVariable()
+	newest := last.TimestampMs
 	tsNaN, tsInf, tsNegInf := newest+1000, newest+2000, newest+3000
 	if err := e.sim.AddPoints(v.ID, []SimPoint{{TimestampMs: tsNaN, Value: math.NaN()}, {TimestampMs: tsInf, Value: math.Inf(1)}, {TimestampMs: tsNegInf, Value: math.Inf(-1)}}); err != nil {
 		t.Fatal(err)

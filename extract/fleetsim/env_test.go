@@ -170,6 +170,16 @@ func (e *env) variableIDs() []string {
 	return ids
 }
 
+// firstVariable returns the fleet's first device, its first variable, that
+// variable's points (oldest first) and the newest of them: where a test adds
+// points of its own.
+func (e *env) firstVariable() (Device, Variable, []SimPoint, SimPoint) {
+	d := e.sim.Devices()[0]
+	v := d.Variables[0]
+	pts := e.sim.Points(v.ID)
+	return d, v, pts, pts[len(pts)-1]
+}
+
 // retained returns the oracle's points of a variable inside the retention
 // window, newest first.
 func (e *env) retained(id string) []SimPoint {

@@ -203,10 +203,7 @@ func TestBigFleetsStayCompactInMemory(t *testing.T) {
 
 func TestAddPointsStoresNewLateAndReplacingPoints(t *testing.T) {
 	e := newEnv(t, Options{})
-	d := e.sim.Devices()[0]
-	v := d.Variables[0]
-	before := e.sim.Points(v.ID)
-	newest := before[len(before)-1]
+	_, v, before, newest := e.firstVariable()
 	e.clock.Advance(time.Minute)
 	late := SimPoint{TimestampMs: newest.TimestampMs - 1, Value: 99.5, Context: map[string]any{"source": "late"}}
 	replace := SimPoint{TimestampMs: before[10].TimestampMs, Value: -1}
