@@ -1,0 +1,32 @@
+package main
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fleetsync/fleetsync/extract/fleetsim"
+)
+
+// A service that serves `results` before `columns` (JSON members are
+// unordered; the spec names both without an order), with contexts large
+// enough that the results of a default request pass what the client holds
+// of them (fleetapi.MaxHeldResults): each request too large is read again
+// in smaller ones, and the warehouse is exact, in a first sync and in the
+// cycle after new and late points.
+func TestSyncOfAServiceServingResultsFirstIsExactWhateverTheResponseSize(t *testing.T) {
+	// 52 variables of 2,000 points with 512-byte contexts: about 1 MiB a
+	// variable, 50 MiB for the first request of 50 variables.
+	w := newWorld(t, worldOpts{sim: fleetsim.Options{Seed: 21, Devices: 4, Variables: 13, Points: 2000, Span: 2 * 24 * time.Hour,
+		ContextBytes: 512, ResultsFirst: true}})
+	_, logs := w.sync()
+	n := w.checkOracle()
+	s := cycleSummary(t, logs)
+	req, min := s["requests"].(float64), s["requests_minimum"].(float64)
+	t.Logf("%d points in %v raw-series requests (minimum %v)", n, req, min)
+	if req <= min {
+		t.Fatalf("%v raw-series requests for a minimum of %v: no response was too large to hold, so the test shows nothing; summary: %s", req, min, summaryLine(logs))
+	}
+	w.addNewPoints(7, true, "")
+	w.sync()
+	w.checkOracle()
+}
