@@ -18,6 +18,9 @@ type request struct {
 	attempt int
 	// backoff spaces the re-reads of a response that failed mid-stream.
 	backoff backoff.BackOff
+	// halves is shared by the two requests a response too large was split
+	// into by variables (reader.shrink), nil otherwise.
+	halves *splitHalves
 }
 
 // seriesEnd is the end the request sends.

@@ -52,6 +52,10 @@ type reader struct {
 	mu     sync.Mutex
 	byID   map[string]*targetState
 	n      readCounts
+	// varCap, once positive, is the most variables a request of the pass
+	// names: set when both halves of a request split for a response too
+	// large were too large as well (shrink).
+	varCap atomic.Int64
 }
 
 // readCounts are the reader's figures for the RunResult: raw-series
@@ -120,6 +124,10 @@ func (r *reader) fetcher(ctx context.Context) {
 func (r *reader) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 	if err := ctx.Err(); err != nil {
 		r.failRequest(req, context.Cause(ctx))
+		return chunk
+	}
+	if c := int(r.varCap.Load()); c > 0 && len(req.targets) > c {
+		r.replace(req, splitVariables(req, c, nil))
 		return chunk
 	}
 	floor := r.floor.at.Load()
@@ -244,20 +252,35 @@ func (r *reader) confine(req *request, err error) bool {
 // of one variable that reaches into the future (open) closed at its end,
 // the future noted as the halves of a cut frame do (split.go), since no
 // halving of the window shrinks what lies past it; a closed request of one
-// variable in halves of its window. Each request learns alone: one dense
-// variable does not make the pass ask for fewer variables everywhere.
-// What the source holds of a response is then bounded by its own bound,
-// not by the response's size, which grows with the rows'. It returns
-// false for one variable over one millisecond, which cannot be asked for
-// in less (the source holds such a response whole, see fleetapi's
-// heldBound).
+// variable in halves of its window. Once both halves of a request were too
+// large as well, no request of the pass names more variables than half of
+// theirs (varCap), so that the rest of the pass does not send responses
+// only to drop them; one half alone, which one dense variable makes too
+// large, lowers nothing. What the source holds of a response is then
+// bounded by its own bound, not by the response's size, which grows with
+// the rows'. It returns false for one variable over one millisecond,
+// which cannot be asked for in less (the source holds such a response
+// whole, see fleetapi's heldBound).
 func (r *reader) shrink(req *request, err error) bool {
 	var next []*request
 	switch n := len(req.targets); {
 	case n > 1:
-		r.e.log.Debug("raw series response too large to hold; reading its variables in halves",
-			zap.Int("variables", n), zap.Error(err))
-		next = splitVariables(req, (n+1)/2)
+		half := (n + 1) / 2
+		if req.halves != nil && req.halves.tooLarge.Add(1) == 2 {
+			// Lowered under mu, so that it only goes down; fetch reads
+			// it without the lock.
+			r.mu.Lock()
+			lower := r.varCap.Load() == 0 || int64(half) < r.varCap.Load()
+			if lower {
+				r.varCap.Store(int64(half))
+			}
+			r.mu.Unlock()
+			if lower {
+				r.e.log.Info("raw series responses too large to hold; reading fewer variables per request",
+					zap.Int("variables_per_request", half), zap.Error(err))
+			}
+		}
+		next = splitVariables(req, half, &splitHalves{})
 	case req.open:
 		r.mu.Lock()
 		t := req.targets[0]
@@ -274,13 +297,17 @@ func (r *reader) shrink(req *request, err error) bool {
 	return true
 }
 
+// splitHalves counts how many of the two halves of a request split for a
+// response too large were too large themselves.
+type splitHalves struct{ tooLarge atomic.Int32 }
+
 // splitVariables is req's window read for its variables in requests of at
-// most c of them.
-func splitVariables(req *request, c int) []*request {
+// most c of them; halves, when not nil, is shared by them (two at most).
+func splitVariables(req *request, c int, halves *splitHalves) []*request {
 	var next []*request
 	for lo := 0; lo < len(req.targets); lo += c {
 		hi := min(lo+c, len(req.targets))
-		next = append(next, &request{targets: req.targets[lo:hi:hi], start: req.start, end: req.end, open: req.open})
+		next = append(next, &request{targets: req.targets[lo:hi:hi], start: req.start, end: req.end, open: req.open, halves: halves})
 	}
 	return next
 }

@@ -59,6 +59,22 @@ func TestReaderReadsResponsesTooLargeToHoldInSmallerRequests(t *testing.T) {
 	}
 }
 
+// A fleet whose every request is too large learns, once both halves of
+// a split were too large too, to send requests of fewer variables: the
+// second request of 16 is sent as eight of 2, not split down again.
+func TestReaderLearnsToSendFewerVariablesWhenBothHalvesAreTooLarge(t *testing.T) {
+	mem, targets := fixture(32, 100, 1_700_000_000_000)
+	src := &holdingSource{memSource: mem, maxRows: 250}
+	d, r, c := readAlone(t, src, targets, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 16, MaxInFlight: 1}, 0)
+	checkReadOnce(t, d, mem, ids(targets), 0)
+	checkDone(t, d, c, targets)
+	// 16, 8 and both 4s of that 8 too large (the cap is then 2); the
+	// other 8 and the second 16 go as requests of 2.
+	if src.tooLarge != 4 || r.n.requests.Load() != 20 || r.varCap.Load() != 2 {
+		t.Errorf("%d responses too large of %d requests, at most %d variables a request; want 4 of 20, 2", src.tooLarge, r.n.requests.Load(), r.varCap.Load())
+	}
+}
+
 // One dense variable among many makes only its own requests smaller:
 // the others are read 50 a request as before, not one at a time.
 func TestReaderReadsOnlyTheRequestsOfADenseVariableSmaller(t *testing.T) {
@@ -77,6 +93,9 @@ func TestReaderReadsOnlyTheRequestsOfADenseVariableSmaller(t *testing.T) {
 	// The dense variable's request: 50, 25, 13, 7, 4, 2 and 1 variables too
 	// large, then its window in halves: a few dozen requests, not the
 	// 200 that reading every variable alone would take.
+	if r.varCap.Load() != 0 {
+		t.Errorf("one dense variable set the pass's cap to %d variables a request", r.varCap.Load())
+	}
 	if n := r.n.requests.Load(); n > 40 {
 		t.Errorf("%d requests (%d too large) for 200 variables, one of them dense; want at most 40", n, src.tooLarge)
 	}
