@@ -37,7 +37,7 @@ func (retentionErr) Error() string           { return "403003 retention" }
 func (retentionErr) RetentionExceeded() bool { return true }
 
 // Walk lists nothing: engine tests give the engine its targets.
-func (s *memSource) Walk(context.Context, Scope) ([]Device, []Variable, error) { return nil, nil, nil }
+func (s *memSource) Walk(context.Context, Scope, WalkSink) error { return nil }
 
 func (s *memSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
 	s.mu.Lock()

@@ -55,7 +55,7 @@ type EventMark struct {
 	IDs []string
 }
 
-// Snapshot is one cycle's walk of the in-scope fleet.
+// Snapshot is a whole walk of the in-scope fleet, for WriteSnapshot.
 type Snapshot struct {
 	Devices   []Device
 	Variables []Variable
@@ -65,22 +65,53 @@ type Snapshot struct {
 	At     time.Time
 }
 
+// WriteSnapshot stores a whole walk through w, as a cycle hands it on
+// page by page: for callers that hold the walk anyway.
+func WriteSnapshot(ctx context.Context, w SnapshotWriter, snap Snapshot) error {
+	run, err := w.BeginSnapshot(ctx, snap.Scoped, snap.At)
+	if err != nil {
+		return err
+	}
+	if err := run.Devices(ctx, snap.Devices); err != nil {
+		return err
+	}
+	if err := run.Variables(ctx, snap.Variables); err != nil {
+		return err
+	}
+	return run.Finish(ctx)
+}
+
 // WalkMetadata is the metadata stage of a plain MetadataWriter: each
-// cycle's devices and variables stored as they are, nothing marked
-// deleted, no groups, organizations or events.
+// part of a cycle's walk stored as it is, nothing marked deleted, no
+// groups, organizations or events.
 func WalkMetadata(w MetadataWriter) SnapshotWriter { return walkMetadata{w} }
 
 type walkMetadata struct{ w MetadataWriter }
 
-func (m walkMetadata) WriteSnapshot(ctx context.Context, snap Snapshot) error {
-	if err := m.w.WriteDevices(ctx, snap.Devices, snap.At); err != nil {
+func (m walkMetadata) BeginSnapshot(_ context.Context, _ bool, at time.Time) (SnapshotRun, error) {
+	return walkMetadataRun{w: m.w, at: at}, nil
+}
+
+type walkMetadataRun struct {
+	w  MetadataWriter
+	at time.Time
+}
+
+func (m walkMetadataRun) Devices(ctx context.Context, devices []Device) error {
+	if err := m.w.WriteDevices(ctx, devices, m.at); err != nil {
 		return fmt.Errorf("store device metadata: %w", err)
 	}
-	if err := m.w.WriteVariables(ctx, snap.Variables, snap.At); err != nil {
+	return nil
+}
+
+func (m walkMetadataRun) Variables(ctx context.Context, vars []Variable) error {
+	if err := m.w.WriteVariables(ctx, vars, m.at); err != nil {
 		return fmt.Errorf("store variable metadata: %w", err)
 	}
 	return nil
 }
+
+func (walkMetadataRun) Finish(context.Context) error { return nil }
 
 // MetadataError reports the parts of the fleet's metadata (groups,
 // organizations, event logs, deletion flags) a cycle could not refresh while

@@ -53,21 +53,27 @@ func (f *fakeFleet) Devices(_ context.Context, fn func(Device) error) error {
 
 // Walk lists every device and its variables: the scope and the choice of
 // listing are the adapter's (extract/fleet), tested there.
-func (f *fakeFleet) Walk(ctx context.Context, _ Scope) ([]Device, []Variable, error) {
+func (f *fakeFleet) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 	var devices []Device
 	if err := f.Devices(ctx, func(d Device) error { devices = append(devices, d); return nil }); err != nil {
-		return nil, nil, err
+		return err
 	}
-	var vars []Variable
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	if err := sink.Devices(ctx, devices); err != nil {
+		return err
+	}
 	for _, d := range devices {
+		f.mu.Lock()
+		var vars []Variable
 		for _, v := range f.vars[d.ID] {
 			v.DeviceID, v.DeviceLabel = d.ID, d.Label
 			vars = append(vars, v)
 		}
+		f.mu.Unlock()
+		if err := sink.Variables(ctx, vars); err != nil {
+			return err
+		}
 	}
-	return devices, vars, nil
+	return nil
 }
 
 func (f *fakeFleet) GroupDeviceIDs(_ context.Context, group string) ([]string, error) {
@@ -226,28 +232,49 @@ func (s *fakeFleetStore) WriteChangedDevices(ctx context.Context, ds []Device, a
 	return diff, s.WriteDevices(ctx, changed, at)
 }
 
-// WriteChangedVariables writes the variables whose live row is missing
-// or differs, as the warehouse does.
-func (s *fakeFleetStore) WriteChangedVariables(ctx context.Context, vs []Variable, at time.Time) (MetadataDiff, error) {
+// ChangedVariables compares with the live rows as they are now, as the
+// warehouse does.
+func (s *fakeFleetStore) ChangedVariables(_ context.Context, at time.Time) (VariableChanges, error) {
 	s.mu.Lock()
-	var diff MetadataDiff
+	defer s.mu.Unlock()
+	c := &fakeChanges{s: s, at: at, live: map[string]Variable{}, seen: map[string]bool{}}
+	for id, v := range s.vars {
+		if !s.deletedVars[id] {
+			c.live[id] = v
+		}
+	}
+	return c, nil
+}
+
+type fakeChanges struct {
+	s    *fakeFleetStore
+	at   time.Time
+	live map[string]Variable
+	seen map[string]bool
+}
+
+func (c *fakeChanges) Write(ctx context.Context, vs []Variable) (int, error) {
 	var changed []Variable
-	walked := map[string]bool{}
 	for _, v := range vs {
-		walked[v.ID] = true
-		if old, ok := s.vars[v.ID]; !ok || s.deletedVars[v.ID] || !reflect.DeepEqual(old, v) {
+		c.seen[v.ID] = true
+		if old, ok := c.live[v.ID]; !ok || !reflect.DeepEqual(old, v) {
 			changed = append(changed, v)
 		}
 	}
-	for id, v := range s.vars {
-		if !walked[id] && !s.deletedVars[id] {
-			diff.Missing = append(diff.Missing, StoredRef{ID: id, DeviceID: v.DeviceID})
+	c.s.mu.Lock()
+	c.s.varsWritten += len(changed)
+	c.s.mu.Unlock()
+	return len(changed), c.s.WriteVariables(ctx, changed, c.at)
+}
+
+func (c *fakeChanges) Missing(context.Context) ([]StoredRef, error) {
+	var out []StoredRef
+	for id, v := range c.live {
+		if !c.seen[id] {
+			out = append(out, StoredRef{ID: id, DeviceID: v.DeviceID})
 		}
 	}
-	s.varsWritten += len(changed)
-	s.mu.Unlock()
-	diff.Written = len(changed)
-	return diff, s.WriteVariables(ctx, changed, at)
+	return out, nil
 }
 
 func (s *fakeFleetStore) MarkDevicesDeleted(_ context.Context, ids []string) error {
@@ -455,7 +482,7 @@ func TestWriteSnapshotMarksDeletedOnlyWhatTheAccountNoLongerHas(t *testing.T) {
 	src, store := fleetFixture()
 	f := NewRefresh(src, store, RefreshOptions{}, nil)
 	ctx := context.Background()
-	if err := f.WriteSnapshot(ctx, snapshotOf(src, "A", "B", "C")); err != nil {
+	if err := WriteSnapshot(ctx, f, snapshotOf(src, "A", "B", "C")); err != nil {
 		t.Fatal(err)
 	}
 	if got := store.devices["C"].Organization; got != "o1" {
@@ -468,7 +495,7 @@ func TestWriteSnapshotMarksDeletedOnlyWhatTheAccountNoLongerHas(t *testing.T) {
 	src.vars["A"] = src.vars["A"][:1]
 	snap := snapshotOf(src, "A")
 	snap.Scoped = true
-	if err := f.WriteSnapshot(ctx, snap); err != nil {
+	if err := WriteSnapshot(ctx, f, snap); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := deletedSet(store.deletedDevs), []string{"C"}; !reflect.DeepEqual(got, want) {
@@ -481,7 +508,7 @@ func TestWriteSnapshotMarksDeletedOnlyWhatTheAccountNoLongerHas(t *testing.T) {
 	// Unscoped, a device missing from the walk is deleted without another listing.
 	listings := src.listings
 	src.devices = src.devices[:1]
-	if err := f.WriteSnapshot(ctx, snapshotOf(src, "A")); err != nil {
+	if err := WriteSnapshot(ctx, f, snapshotOf(src, "A")); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := deletedSet(store.deletedDevs), []string{"B", "C"}; !reflect.DeepEqual(got, want) {
@@ -496,10 +523,10 @@ func TestWriteSnapshotNeverDeletesEverythingOnAnEmptyListing(t *testing.T) {
 	src, store := fleetFixture()
 	f := NewRefresh(src, store, RefreshOptions{}, nil)
 	ctx := context.Background()
-	if err := f.WriteSnapshot(ctx, snapshotOf(src, "A", "B", "C")); err != nil {
+	if err := WriteSnapshot(ctx, f, snapshotOf(src, "A", "B", "C")); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.WriteSnapshot(ctx, Snapshot{At: t0}); err != nil {
+	if err := WriteSnapshot(ctx, f, Snapshot{At: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if got := deletedSet(store.deletedDevs); len(got) != 0 {
@@ -512,7 +539,7 @@ func TestWriteSnapshotLogsTheOrganizationTokenHintOncePerProcess(t *testing.T) {
 	core, logs := observer.New(zap.InfoLevel)
 	f := NewRefresh(src, store, RefreshOptions{}, zap.New(core))
 	for range 3 {
-		if err := f.WriteSnapshot(context.Background(), snapshotOf(src, "A", "B", "C")); err != nil {
+		if err := WriteSnapshot(context.Background(), f, snapshotOf(src, "A", "B", "C")); err != nil {
 			t.Fatalf("a 403 on organizations failed the snapshot: %v", err)
 		}
 	}
@@ -525,7 +552,7 @@ func TestWriteSnapshotLogsTheOrganizationTokenHintOncePerProcess(t *testing.T) {
 	}
 	src.orgsErr = nil
 	src.orgs = []Organization{{ID: "o1"}}
-	if err := f.WriteSnapshot(context.Background(), snapshotOf(src, "A", "B", "C")); err != nil || store.orgWrites != 1 {
+	if err := WriteSnapshot(context.Background(), f, snapshotOf(src, "A", "B", "C")); err != nil || store.orgWrites != 1 {
 		t.Fatalf("with a scoped token: err %v, %d organization writes; want 1", err, store.orgWrites)
 	}
 }
@@ -560,7 +587,7 @@ func TestWriteSnapshotToleratesGroupsAndOrganizationsDeletedMidWalk(t *testing.T
 	src, store := fleetFixture()
 	f := NewRefresh(src, store, RefreshOptions{}, nil)
 	ctx := context.Background()
-	if err := f.WriteSnapshot(ctx, snapshotOf(src, "A", "B", "C")); err != nil {
+	if err := WriteSnapshot(ctx, f, snapshotOf(src, "A", "B", "C")); err != nil {
 		t.Fatal(err)
 	}
 	// Organization o1 is deleted and its devices move to o2; a group is
@@ -568,7 +595,7 @@ func TestWriteSnapshotToleratesGroupsAndOrganizationsDeletedMidWalk(t *testing.T
 	src.orgDevices = map[string][]string{"o2": {"A", "B"}}
 	src.groups[0].Organization = "o2"
 	src.vanishing = []DeviceGroup{{ID: "g-gone", Organization: "o2"}}
-	if err := f.WriteSnapshot(ctx, snapshotOf(src, "A", "B", "C")); err != nil {
+	if err := WriteSnapshot(ctx, f, snapshotOf(src, "A", "B", "C")); err != nil {
 		t.Fatalf("a group and an organization deleted mid-walk failed the snapshot: %v", err)
 	}
 	if len(store.groups) != 1 || store.groups[0].ID != "g1" {

@@ -23,16 +23,27 @@ import (
 // Service through extract/fleet, or any other that lists devices with
 // their variables and serves windows of a variable's points.
 type Source interface {
-	// Walk lists the in-scope devices and their variables, every page, each
-	// variable carrying its device's id and label. The slices are the
-	// caller's (a cycle clears what only its metadata stage needs).
-	Walk(ctx context.Context, scope Scope) ([]Device, []Variable, error)
+	// Walk lists the in-scope devices and their variables, handing them to
+	// sink as it goes, so that no walk holds the whole fleet (see
+	// WalkSink). Each variable carries its device's id and label.
+	Walk(ctx context.Context, scope Scope, sink WalkSink) error
 	// Series streams the raw series of req into sink. On an error, part
 	// of the response may have reached the sink already (the engine
 	// discards it and reads the window again); a TooLargeError only
 	// before any of it has. Failures before the response (connection,
 	// 429, 5xx) are the source's to retry within its own budget.
 	Series(ctx context.Context, req SeriesRequest, sink FrameSink) error
+}
+
+// WalkSink takes a walk as the source lists it: Devices before the
+// variables of those devices (it may be called again with devices the walk
+// found later), then Variables a page or a device at a time. A variable may
+// be handed again in one walk, when a listing had to start over; the sink
+// takes it as the same variable seen twice. Calls come one at a time; the
+// slices are the sink's, and an error stops the walk and is returned by it.
+type WalkSink interface {
+	Devices(ctx context.Context, devices []Device) error
+	Variables(ctx context.Context, vars []Variable) error
 }
 
 // FrameSink receives a raw-series response frame by frame, in request order.
@@ -138,13 +149,24 @@ type MetadataWriter interface {
 }
 
 // SnapshotWriter is the metadata stage of a cycle (Stages.Metadata): it
-// takes the cycle's whole walk at once, so that it can also tell what was
-// deleted and refresh the rest of the fleet's metadata. *Refresh is the
-// full one; WalkMetadata makes one of a plain MetadataWriter.
+// takes the cycle's walk as it comes, page by page, and once the walk is
+// complete tells what was deleted and refreshes the rest of the fleet's
+// metadata. *Refresh is the full one; WalkMetadata makes one of a plain
+// MetadataWriter.
 type SnapshotWriter interface {
-	// WriteSnapshot stores one cycle's walk: the devices and variables,
-	// and what else the writer refreshes from them.
-	WriteSnapshot(ctx context.Context, snap Snapshot) error
+	// BeginSnapshot starts storing one cycle's walk, taken at at; scoped
+	// says a scope restricted it, so that a device missing from it may
+	// merely be out of scope.
+	BeginSnapshot(ctx context.Context, scoped bool, at time.Time) (SnapshotRun, error)
+}
+
+// SnapshotRun stores one walk as the walk hands it on (WalkSink).
+type SnapshotRun interface {
+	WalkSink
+	// Finish is called once the walk is complete, and only then, so that
+	// an interrupted walk never marks anything deleted: it stores what
+	// needs the whole walk (deletions, groups, organizations).
+	Finish(ctx context.Context) error
 }
 
 // RefreshStore is the warehouse side of the metadata refresh.
@@ -158,9 +180,11 @@ type RefreshStore interface {
 	// rows the list lacks. An unchanged device costs no row, so a cycle
 	// in which nothing changed writes none.
 	WriteChangedDevices(ctx context.Context, devices []Device, syncedAt time.Time) (MetadataDiff, error)
-	// WriteChangedVariables is WriteChangedDevices for variables; each
-	// missing row names its device.
-	WriteChangedVariables(ctx context.Context, vars []Variable, syncedAt time.Time) (MetadataDiff, error)
+	// ChangedVariables starts storing one walk's variables change by
+	// change, as WriteChangedDevices does devices, but a part of the walk
+	// at a time: the stored rows are compared in a compact form (a few
+	// integers a row), so that memory does not hold the fleet twice.
+	ChangedVariables(ctx context.Context, syncedAt time.Time) (VariableChanges, error)
 	// MarkDevicesDeleted and MarkVariablesDeleted flag the stored rows of
 	// ids as deleted in the source; their points stay.
 	MarkDevicesDeleted(ctx context.Context, ids []string) error
@@ -172,6 +196,21 @@ type RefreshStore interface {
 	// members: groups missing from it are marked deleted, and memberships
 	// missing from it are marked removed.
 	WriteDeviceGroups(ctx context.Context, groups []DeviceGroup, syncedAt time.Time) error
+}
+
+// VariableChanges stores one walk's variables change by change (see
+// RefreshStore.ChangedVariables).
+type VariableChanges interface {
+	// Write stores the variables whose live row, as it was when the walk
+	// began or as an earlier Write of the walk left it, is missing or
+	// differs from what WriteVariables would write, and returns how many
+	// those were. It may hold them back to write them together, until
+	// Missing.
+	Write(ctx context.Context, vars []Variable) (written int, err error)
+	// Missing writes what Write held back, then returns the live rows (as
+	// they were when the walk began) of variables no Write was given,
+	// each with its device. It is called once the walk is complete.
+	Missing(ctx context.Context) ([]StoredRef, error)
 }
 
 // EventLogWriter stores event logs in the warehouse.

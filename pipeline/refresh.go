@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -45,63 +46,122 @@ func NewRefresh(src RefreshSource, store RefreshStore, opts RefreshOptions, logg
 
 var _ SnapshotWriter = (*Refresh)(nil)
 
-// WriteSnapshot refreshes every metadata table from one cycle's walk. An
-// error storing devices or variables is returned as is and fails the cycle;
-// failures of the rest come back together as a *MetadataError after
-// everything else was tried.
-func (f *Refresh) WriteSnapshot(ctx context.Context, snap Snapshot) error {
-	var problems []error
+// BeginSnapshot starts refreshing every metadata table from one cycle's
+// walk: it reads the stored devices and the stored variables' compact
+// form, and lists groups and organizations, so that each device is stored
+// with its organization as the walk hands it on. An error storing devices
+// or variables is returned as is and fails the cycle; failures of the rest
+// come back together from Finish as a *MetadataError, after everything
+// else was tried.
+func (f *Refresh) BeginSnapshot(ctx context.Context, scoped bool, at time.Time) (SnapshotRun, error) {
 	live, err := f.store.LiveDevices(ctx)
 	if err != nil {
-		return fmt.Errorf("read the stored devices: %w", err)
+		return nil, fmt.Errorf("read the stored devices: %w", err)
 	}
-
-	groups, groupsErr := f.deviceGroups(ctx)
-	if groupsErr != nil {
-		problems = append(problems, groupsErr)
+	changes, err := f.store.ChangedVariables(ctx, at)
+	if err != nil {
+		return nil, fmt.Errorf("read the stored variables: %w", err)
+	}
+	r := &refreshRun{f: f, scoped: scoped, at: at, live: live, changes: changes, walked: map[string]bool{}}
+	r.groups, r.groupsErr = f.deviceGroups(ctx)
+	if r.groupsErr != nil {
+		r.problems = append(r.problems, r.groupsErr)
 	}
 	orgs, orgsRead, err := f.organizations(ctx)
 	if err != nil {
-		problems = append(problems, err)
+		r.problems = append(r.problems, err)
 	}
-	devOrg, goneOrgs, err := f.deviceOrganizations(ctx, orgIDs(orgs, groups, live))
+	r.orgs, r.orgsRead = orgs, orgsRead
+	r.devOrg, r.goneOrgs, err = f.deviceOrganizations(ctx, orgIDs(orgs, r.groups, live))
 	if err != nil {
-		problems = append(problems, err)
+		r.problems = append(r.problems, err)
 	}
+	return r, nil
+}
 
-	devices := make([]Device, len(snap.Devices))
-	for i, d := range snap.Devices {
-		if d.Organization == "" {
-			d.Organization = devOrg[d.ID]
+// refreshRun is one walk's refresh (see Refresh.BeginSnapshot). It holds
+// the walk's devices (a few per thousand variables) and the store's
+// compact form of the variables, never the walk's variables.
+type refreshRun struct {
+	f      *Refresh
+	scoped bool
+	at     time.Time
+	// live are the stored devices' organizations as the walk began.
+	live    map[string]string
+	changes VariableChanges
+	// walked are the walk's devices, devices the same.
+	walked  map[string]bool
+	devices []Device
+	// What BeginSnapshot listed.
+	groups           []DeviceGroup
+	groupsErr        error
+	orgs             []Organization
+	orgsRead         bool
+	devOrg           map[string]string
+	goneOrgs         map[string]bool
+	problems         []error
+	devicesWritten   int
+	variables        int
+	variablesWritten int
+}
+
+func (r *refreshRun) Devices(ctx context.Context, devices []Device) error {
+	var add []Device
+	for _, d := range devices {
+		if r.walked[d.ID] {
+			continue
 		}
-		if prev := live[d.ID]; d.Organization == "" && !goneOrgs[prev] {
+		r.walked[d.ID] = true
+		if d.Organization == "" {
+			d.Organization = r.devOrg[d.ID]
+		}
+		if prev := r.live[d.ID]; d.Organization == "" && !r.goneOrgs[prev] {
 			// Not listed under any organization we could read this
 			// time: keep what was known rather than blank it.
 			d.Organization = prev
 		}
-		devices[i] = d
+		add = append(add, d)
 	}
-	devDiff, err := f.store.WriteChangedDevices(ctx, devices, snap.At)
+	if len(add) == 0 {
+		return nil
+	}
+	r.devices = append(r.devices, add...)
+	diff, err := r.f.store.WriteChangedDevices(ctx, add, r.at)
 	if err != nil {
 		return fmt.Errorf("store device metadata: %w", err)
 	}
-	devices = nil
-	varDiff, err := f.store.WriteChangedVariables(ctx, snap.Variables, snap.At)
+	r.devicesWritten += diff.Written
+	return nil
+}
+
+func (r *refreshRun) Variables(ctx context.Context, vars []Variable) error {
+	n, err := r.changes.Write(ctx, vars)
 	if err != nil {
 		return fmt.Errorf("store variable metadata: %w", err)
 	}
-	f.log.Info("devices and variables stored", zap.Int("devices_written", devDiff.Written), zap.Int("variables_written", varDiff.Written),
-		zap.Int("devices", len(snap.Devices)), zap.Int("variables", len(snap.Variables)))
-	if err := f.markDeleted(ctx, snap, live, varDiff.Missing); err != nil {
+	r.variables += len(vars)
+	r.variablesWritten += n
+	return nil
+}
+
+func (r *refreshRun) Finish(ctx context.Context) error {
+	f := r.f
+	f.log.Info("devices and variables stored", zap.Int("devices_written", r.devicesWritten), zap.Int("variables_written", r.variablesWritten),
+		zap.Int("devices", len(r.devices)), zap.Int("variables", r.variables))
+	problems := r.problems
+	missing, err := r.changes.Missing(ctx)
+	if err != nil {
+		problems = append(problems, fmt.Errorf("read the stored variables the walk lacked: %w", err))
+	} else if err := f.markDeleted(ctx, r.devices, r.scoped, r.live, missing); err != nil {
 		problems = append(problems, err)
 	}
-	if groupsErr == nil {
-		if err := f.store.WriteDeviceGroups(ctx, groups, snap.At); err != nil {
+	if r.groupsErr == nil {
+		if err := f.store.WriteDeviceGroups(ctx, r.groups, r.at); err != nil {
 			problems = append(problems, fmt.Errorf("store device groups: %w", err))
 		}
 	}
-	if orgsRead {
-		if err := f.store.WriteOrganizations(ctx, orgs, snap.At); err != nil {
+	if r.orgsRead {
+		if err := f.store.WriteOrganizations(ctx, r.orgs, r.at); err != nil {
 			problems = append(problems, fmt.Errorf("store organizations: %w", err))
 		}
 	}
@@ -232,26 +292,38 @@ func (f *Refresh) deviceOrganizations(ctx context.Context, orgs []string) (byDev
 // scoped a missing device may only be out of scope: then only devices
 // missing from the whole account's listing count as deleted. A device's
 // variable listing is complete, so a stored variable of a walked device
-// that the walk did not see is deleted. missing are the live variables the
-// walk did not see.
-func (f *Refresh) markDeleted(ctx context.Context, snap Snapshot, live map[string]string, missing []StoredRef) error {
-	walked := make(map[string]bool, len(snap.Devices))
-	for _, d := range snap.Devices {
+// that the walk did not see is deleted, and so is one of a device that is
+// gone, whether or not that device is still stored live: another process
+// may have marked the device deleted while this one's walk still stored
+// the variable. missing are the live variables the walk did not see.
+func (f *Refresh) markDeleted(ctx context.Context, devices []Device, scoped bool, live map[string]string, missing []StoredRef) error {
+	walked := make(map[string]bool, len(devices))
+	for _, d := range devices {
 		walked[d.ID] = true
 	}
+	// The devices that may be gone: stored live and not walked, or named
+	// by a stored variable the walk lacked and not walked.
 	var gone []string
+	candidate := map[string]bool{}
 	for id := range live {
 		if !walked[id] {
+			candidate[id] = true
 			gone = append(gone, id)
 		}
 	}
-	if len(snap.Devices) == 0 && len(gone) > 0 && !snap.Scoped {
+	for _, v := range missing {
+		if !walked[v.DeviceID] && !candidate[v.DeviceID] {
+			candidate[v.DeviceID] = true
+			gone = append(gone, v.DeviceID)
+		}
+	}
+	if len(devices) == 0 && len(gone) > 0 && !scoped {
 		// An empty account is more likely a source answering oddly than a
 		// fleet deleted whole; do not wipe the warehouse's view on it.
 		f.log.Warn("the source listed no devices at all; not marking the stored ones deleted", zap.Int("stored", len(gone)))
 		return nil
 	}
-	if snap.Scoped && len(gone) > 0 {
+	if scoped && len(gone) > 0 {
 		exists := map[string]bool{}
 		if err := f.src.Devices(ctx, func(d Device) error {
 			exists[d.ID] = true
@@ -261,7 +333,6 @@ func (f *Refresh) markDeleted(ctx context.Context, snap Snapshot, live map[strin
 		}
 		gone = slices.DeleteFunc(gone, func(id string) bool { return exists[id] })
 	}
-	sort.Strings(gone)
 	goneSet := make(map[string]bool, len(gone))
 	for _, id := range gone {
 		goneSet[id] = true
@@ -272,6 +343,9 @@ func (f *Refresh) markDeleted(ctx context.Context, snap Snapshot, live map[strin
 			goneVars = append(goneVars, v.ID)
 		}
 	}
+	// Only the devices stored live are marked.
+	gone = slices.DeleteFunc(gone, func(id string) bool { _, ok := live[id]; return !ok })
+	sort.Strings(gone)
 	sort.Strings(goneVars)
 	if len(gone) > 0 {
 		if err := f.store.MarkDevicesDeleted(ctx, gone); err != nil {

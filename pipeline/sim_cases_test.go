@@ -81,12 +81,12 @@ func TestRemainderOfFramesProvenByDifferentCountsIsPlannedFromEachFramesOwnWindo
 // listingSource is a memSource whose walk lists its variables.
 type listingSource struct{ *memSource }
 
-func (s listingSource) Walk(context.Context, Scope) ([]Device, []Variable, error) {
+func (s listingSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 	var vars []Variable
 	for id := range s.points {
 		vars = append(vars, Variable{ID: id, DeviceID: "d"})
 	}
-	return nil, vars, nil
+	return sink.Variables(ctx, vars)
 }
 
 // A backfill that starts inside the lookback behind a mark does not move

@@ -122,6 +122,7 @@ func runSim(seed uint64, vars, steps int) simResult {
 	w.checkFinal("after the quiet cycle idle_recheck later")
 	w.mu.Lock()
 	w.checkTables("after the quiet cycle idle_recheck later")
+	w.checkMetadata("after the quiet cycle idle_recheck later")
 	w.mu.Unlock()
 	return simResult{seed: seed, cfg: cfg, violations: w.violations, trace: w.trace, exact: cfg.serial() && !w.concurrent}
 }
@@ -240,7 +241,8 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },
 	}
-	err := fn(NewSyncer(src, simWriter{p}, Stages{}, simStore{p}, opts, nil, nil), ctx)
+	stages := Stages{Metadata: NewRefresh(simRefresh{p}, simMetaStore{p}, RefreshOptions{}, nil)}
+	err := fn(NewSyncer(src, simWriter{p}, stages, simStore{p}, opts, nil, nil), ctx)
 	w.mu.Lock()
 	w.logf("%s ended: %v", p.name, err)
 	w.mu.Unlock()

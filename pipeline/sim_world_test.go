@@ -157,6 +157,8 @@ type simWorld struct {
 	seen   map[string]int
 	quiet  bool // no faults, no writes during runs, no shifting pages
 	stored map[string]map[int64]float64
+	// meta is the warehouse's metadata tables (sim_meta_test.go).
+	meta   *simMeta
 	marks  map[string]Mark
 	tables simTables // the analyst tables (sim_rollup_test.go)
 	// violations are broken invariants found as they happen.
@@ -474,17 +476,18 @@ type simSource struct{ p *simProc }
 // simCountingSource is a simSource that counts (CountSource).
 type simCountingSource struct{ simSource }
 
-func (s simSource) Walk(ctx context.Context, _ Scope) ([]Device, []Variable, error) {
+func (s simSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 	w := s.p.w
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	content := fmt.Sprint(w.now.Load())
 	s.p.step("walk", content)
 	if err := ctx.Err(); err != nil {
-		return nil, nil, err
+		w.mu.Unlock()
+		return err
 	}
 	if w.fault("walk", s.p.name+content, 0.05) {
-		return nil, nil, &simError{msg: "walk: 503 Service Unavailable", retryable: true}
+		w.mu.Unlock()
+		return &simError{msg: "walk: 503 Service Unavailable", retryable: true}
 	}
 	var vars []Variable
 	devs := map[string]bool{}
@@ -509,7 +512,37 @@ func (s simSource) Walk(ctx context.Context, _ Scope) ([]Device, []Variable, err
 		devices = append(devices, Device{ID: d, Label: "dev-" + d})
 	}
 	sort.Slice(devices, func(i, j int) bool { return devices[i].ID < devices[j].ID })
-	return devices, vars, nil
+	// The walk hands its pages on as it reads them, the world unlocked in
+	// between so that the cycle moves the pages already walked (writes
+	// land meanwhile); a listing that starts over hands a prefix again,
+	// and a page that fails ends the walk part way.
+	rng := w.rngFor("walk/pages", s.p.name+content)
+	pageSize := 1 + rng.IntN(4)
+	restartAt := -1
+	if w.fault("walk/restart", s.p.name+content, 0.1) && len(vars) > 0 {
+		restartAt = rng.IntN(len(vars))
+	}
+	failAt := -1
+	if w.fault("walk/page", s.p.name+content, 0.05) && len(vars) > 0 {
+		failAt = rng.IntN(len(vars))
+	}
+	w.mu.Unlock()
+	if err := sink.Devices(ctx, devices); err != nil {
+		return err
+	}
+	for i := 0; i < len(vars); i += pageSize {
+		if failAt >= 0 && i >= failAt {
+			return &simError{msg: "walk: a page answered 503 Service Unavailable", retryable: true}
+		}
+		page := slices.Clone(vars[i:min(i+pageSize, len(vars))])
+		if err := sink.Variables(ctx, page); err != nil {
+			return err
+		}
+		if restartAt >= 0 && i >= restartAt {
+			restartAt, i = -1, -pageSize
+		}
+	}
+	return nil
 }
 
 // during is the writes that land while a run reads: drawn per call.

@@ -25,15 +25,55 @@ const (
 // and an operator can see which one a slow or failing cycle spent its time
 // in. Whether a failed stage ends the cycle is the caller's decision.
 func (s *Syncer) stage(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	c := s.newStageClock()
+	defer c.observe()
+	return c.run(ctx, name, fn)
+}
+
+// stageClock times the stages of a cycle whose stages interleave: the walk
+// hands each part of the fleet to the metadata, plan, move and lag stages
+// as it goes, so each stage's time is summed over the cycle and observed
+// once, at its end, with whether any of its parts failed.
+type stageClock struct {
+	s      *Syncer
+	order  []string
+	took   map[string]time.Duration
+	failed map[string]error
+}
+
+func (s *Syncer) newStageClock() *stageClock {
+	return &stageClock{s: s, took: map[string]time.Duration{}, failed: map[string]error{}}
+}
+
+// run runs fn as part of the named stage.
+func (c *stageClock) run(ctx context.Context, name string, fn func(ctx context.Context) error) error {
 	start := time.Now()
 	err := fn(ctx)
-	took := time.Since(start)
-	s.m.stageDuration.WithLabelValues(name).Observe(took.Seconds())
-	ok := 1.0
-	if err != nil {
-		ok = 0
-	}
-	s.m.stageSuccess.WithLabelValues(name).Set(ok)
-	s.log.Debug("stage done", zap.String("stage", name), zap.Duration("took", took), zap.Error(err))
+	c.add(name, time.Since(start), err)
 	return err
+}
+
+// add counts took and err to the named stage.
+func (c *stageClock) add(name string, took time.Duration, err error) {
+	if _, ok := c.took[name]; !ok {
+		c.order = append(c.order, name)
+	}
+	c.took[name] += took
+	if err != nil && c.failed[name] == nil {
+		c.failed[name] = err
+	}
+}
+
+// observe reports each stage run so far.
+func (c *stageClock) observe() {
+	for _, name := range c.order {
+		took, err := c.took[name], c.failed[name]
+		c.s.m.stageDuration.WithLabelValues(name).Observe(took.Seconds())
+		ok := 1.0
+		if err != nil {
+			ok = 0
+		}
+		c.s.m.stageSuccess.WithLabelValues(name).Set(ok)
+		c.s.log.Debug("stage done", zap.String("stage", name), zap.Duration("took", took), zap.Error(err))
+	}
 }

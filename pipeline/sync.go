@@ -129,20 +129,61 @@ func (s *Syncer) Cycle(ctx context.Context) (Summary, error) {
 }
 
 func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
-	var devices []Device
-	var vars []Variable
-	if err := s.stage(ctx, StageWalk, func(ctx context.Context) (err error) {
-		devices, vars, err = s.src.Walk(ctx, s.opts.Scope)
-		return err
+	clk := s.newStageClock()
+	defer clk.observe()
+	floor := s.Floor(now)
+	po := PlanOptions{
+		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
+		Shard: s.opts.Shard,
+	}
+	// The marks are read once a cycle, before the walk: each part of the
+	// walk is planned against them as it comes, the move's commits are
+	// merged into them as the store merges them, and the lag is computed
+	// from the result.
+	var marks *cycleMarks
+	if err := clk.run(ctx, StagePlan, func(ctx context.Context) (err error) {
+		if marks, err = loadCycleMarks(ctx, s.st); err != nil {
+			return fmt.Errorf("load marks: %w", err)
+		}
+		return nil
 	}); err != nil {
 		return err
 	}
-	sum.Devices, sum.Variables = len(devices), len(vars)
-	// A *MetadataError (groups, organizations, event logs, deletion flags)
-	// must not hold back the points: it is returned after they are synced.
-	var partial []error
+	w := &cycleWalk{s: s, clk: clk, marks: marks, po: po, floor: floor, chunk: s.opts.MoveChunk, seen: map[string]bool{}}
+	if w.chunk <= 0 {
+		w.chunk = DefaultMoveChunk
+	}
 	if s.stages.Metadata != nil {
-		err := s.stage(ctx, StageMetadata, func(ctx context.Context) error { return s.writeMetadata(ctx, devices, vars, now) })
+		if err := clk.run(ctx, StageMetadata, func(ctx context.Context) (err error) {
+			w.meta, err = s.stages.Metadata.BeginSnapshot(ctx, !s.opts.Scope.Empty(), now)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	s.log.Info("cycle planned", zap.Int("marks", marks.len()), zap.String("floor", msTime(floor)))
+	walkStart := time.Now()
+	err := s.src.Walk(ctx, s.opts.Scope, w)
+	if err == nil {
+		err = w.flush(ctx)
+	}
+	clk.add(StageWalk, time.Since(walkStart)-w.inSink, err)
+	sum.Devices, sum.Variables, sum.Skipped = w.devices, w.vars, w.skipped
+	s.absorb(sum, w.res)
+	s.observeLag(&w.lag, sum)
+	if w.res.CommitErr != nil {
+		return w.res.CommitErr
+	}
+	if err != nil {
+		return err
+	}
+	s.log.Info("cycle walked", zap.Int("devices", sum.Devices), zap.Int("variables", sum.Variables),
+		zap.Int("to_read", w.toRead), zap.Int("idle", sum.Skipped))
+	// A *MetadataError (groups, organizations, event logs, deletion flags)
+	// does not fail the cycle: it is returned after the points are synced.
+	var partial []error
+	if w.meta != nil {
+		err := clk.run(ctx, StageMetadata, w.meta.Finish)
 		var metaErr *MetadataError
 		switch {
 		case errors.As(err, &metaErr):
@@ -151,56 +192,129 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 			return err
 		}
 		if s.stages.Events != nil {
-			if err := s.stage(ctx, StageEvents, s.stages.Events.Sync); err != nil {
+			if err := clk.run(ctx, StageEvents, s.stages.Events.Sync); err != nil {
 				partial = append(partial, err)
 			}
 		}
-	}
-	// What only the metadata needed is let go before the marks are read:
-	// the walk is the largest thing a cycle holds for the whole fleet.
-	devices = nil
-	for i := range vars {
-		vars[i].Properties, vars[i].Name = nil, ""
-	}
-	// The marks are read once a cycle: the plan reads them, the move's
-	// commits are merged into them as the store merges them, and the lag
-	// is computed from the result.
-	var marks *cycleMarks
-	var toRead int
-	floor := s.Floor(now)
-	po := PlanOptions{
-		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
-		Shard: s.opts.Shard,
-	}
-	if err := s.stage(ctx, StagePlan, func(ctx context.Context) error {
-		var err error
-		if marks, err = loadCycleMarks(ctx, s.st); err != nil {
-			return fmt.Errorf("load marks: %w", err)
-		}
-		po.reported = lastActivityReported(vars)
-		toRead, sum.Skipped = countPlanned(vars, marks.get, po)
-		return nil
-	}); err != nil {
-		return err
-	}
-	s.log.Info("cycle planned", zap.Int("devices", sum.Devices), zap.Int("variables", len(vars)),
-		zap.Int("to_read", toRead), zap.Int("idle", sum.Skipped), zap.String("floor", msTime(floor)))
-	var res RunResult
-	_ = s.stage(ctx, StageMove, func(ctx context.Context) error {
-		res = s.moveChunks(ctx, vars, marks, po)
-		return res.err()
-	})
-	s.absorb(sum, res)
-	if res.CommitErr != nil {
-		return res.CommitErr
-	}
-	if err := s.stage(ctx, StageLag, func(ctx context.Context) error { return s.lag(vars, marks.get, now, sum) }); err != nil {
-		s.log.Warn("computing sync lag failed", zap.Error(err))
 	}
 	if len(partial) > 0 {
 		return &MetadataError{Errs: partial}
 	}
 	return nil
+}
+
+// cycleWalk is the WalkSink of a cycle: it hands each part of the walk to
+// the metadata stage, and plans, moves and measures the lag of the
+// variables MoveChunk at a time, so that a cycle holds one chunk of the
+// fleet and its compact marks, never the whole walk. A chunk's requests
+// never mix with the next one's, which costs at most one request a chunk
+// that is not full. A retention floor the service moved forward holds for
+// the chunks after, and the first failed commit of marks stops the walk,
+// as one engine run would stop.
+type cycleWalk struct {
+	s     *Syncer
+	clk   *stageClock
+	meta  SnapshotRun
+	marks *cycleMarks
+	po    PlanOptions
+	// floor is the cycle's retention floor, which the lag is computed
+	// from even after the service moved the reads' floor forward.
+	floor int64
+	chunk int
+	// pending is the chunk being filled, seen its ids: a variable handed
+	// twice within one chunk is planned once (one handed again in a later
+	// chunk is planned against the marks its first move committed).
+	pending []Variable
+	seen    map[string]bool
+	// reported is whether a variable walked so far had a lastActivity
+	// (see lastActivityReported): until one has, none is skipped as idle.
+	reported bool
+	devices  int
+	vars     int
+	toRead   int
+	skipped  int
+	res      RunResult
+	lag      lagSum
+	// inSink is the time the walk spent handing on, in the other stages.
+	inSink time.Duration
+}
+
+// DefaultMoveChunk is how many variables a cycle plans and moves at a
+// time when SyncOptions.MoveChunk is 0.
+const DefaultMoveChunk = 20000
+
+func (w *cycleWalk) Devices(ctx context.Context, devices []Device) error {
+	defer w.timeSink(time.Now())
+	w.devices += len(devices)
+	if w.meta == nil {
+		return nil
+	}
+	return w.clk.run(ctx, StageMetadata, func(ctx context.Context) error { return w.meta.Devices(ctx, devices) })
+}
+
+func (w *cycleWalk) Variables(ctx context.Context, vars []Variable) error {
+	defer w.timeSink(time.Now())
+	if w.meta != nil {
+		if err := w.clk.run(ctx, StageMetadata, func(ctx context.Context) error { return w.meta.Variables(ctx, vars) }); err != nil {
+			return err
+		}
+	}
+	for _, v := range vars {
+		w.vars++
+		if w.seen[v.ID] {
+			continue
+		}
+		w.seen[v.ID] = true
+		// What only the metadata needed is not kept.
+		v.Properties, v.Name = nil, ""
+		w.pending = append(w.pending, v)
+		if len(w.pending) >= w.chunk {
+			if err := w.flush(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (w *cycleWalk) timeSink(start time.Time) { w.inSink += time.Since(start) }
+
+// flush plans, moves and measures the lag of the pending chunk.
+func (w *cycleWalk) flush(ctx context.Context) error {
+	if len(w.pending) == 0 {
+		return nil
+	}
+	part := w.pending
+	w.pending = w.pending[:0]
+	clear(w.seen)
+	w.reported = w.reported || lastActivityReported(part)
+	w.po.reported = w.reported
+	var targets []Target
+	_ = w.clk.run(ctx, StagePlan, func(context.Context) error {
+		var skipped int
+		targets, skipped = planWith(part, w.marks.get, w.po)
+		w.toRead += len(targets)
+		w.skipped += skipped
+		return nil
+	})
+	if len(targets) > 0 {
+		var res RunResult
+		_ = w.clk.run(ctx, StageMove, func(ctx context.Context) error {
+			res = w.s.moveTo(ctx, w.marks, targets, w.po.Floor, IncrementalMark)
+			return res.err()
+		})
+		w.res.add(res)
+		if res.FloorMovedTo != 0 {
+			w.po.Floor = max(w.po.Floor, res.FloorMovedTo)
+		}
+		if res.CommitErr != nil {
+			return res.CommitErr
+		}
+	}
+	return w.clk.run(ctx, StageLag, func(context.Context) error {
+		w.s.lag(part, w.marks.get, w.floor, &w.lag)
+		return nil
+	})
 }
 
 func (s *Syncer) absorb(sum *Summary, res RunResult) {
@@ -232,7 +346,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 	if len(devices) > 0 {
 		scope = Scope{Devices: devices}
 	}
-	_, vars, err := s.src.Walk(ctx, scope)
+	_, vars, err := WalkAll(ctx, s.src, scope)
 	if err != nil {
 		return sum, err
 	}
@@ -279,41 +393,6 @@ func (s *Syncer) moveTo(ctx context.Context, st StateStore, targets []Target, fl
 	return NewEngine(s.src, s.w, st, eo, markFn, s.log, s.m).Run(ctx, targets)
 }
 
-// DefaultMoveChunk is how many variables a cycle plans and moves at a
-// time when SyncOptions.MoveChunk is 0.
-const DefaultMoveChunk = 20000
-
-// moveChunks plans and moves a cycle's variables MoveChunk at a time, so
-// that the targets and the engine's state per target (the largest part of
-// a first sync's memory) are held for one chunk, not for the whole fleet.
-// A chunk's requests never mix with the next one's, which costs at most one
-// request a chunk that is not full. A retention floor the service moved
-// forward holds for the chunks after, and the move stops at the first
-// failed commit of marks, as one engine run would.
-func (s *Syncer) moveChunks(ctx context.Context, vars []Variable, marks *cycleMarks, po PlanOptions) RunResult {
-	chunk := s.opts.MoveChunk
-	if chunk <= 0 {
-		chunk = DefaultMoveChunk
-	}
-	var total RunResult
-	for start := 0; start < len(vars); start += chunk {
-		part := vars[start:min(start+chunk, len(vars))]
-		targets, _ := planWith(part, marks.get, po)
-		if len(targets) == 0 {
-			continue
-		}
-		res := s.moveTo(ctx, marks, targets, po.Floor, IncrementalMark)
-		total.add(res)
-		if res.FloorMovedTo != 0 {
-			po.Floor = max(po.Floor, res.FloorMovedTo)
-		}
-		if res.CommitErr != nil {
-			break
-		}
-	}
-	return total
-}
-
 // add sums another engine run into r.
 func (r *RunResult) add(o RunResult) {
 	r.Targets += o.Targets
@@ -356,6 +435,13 @@ func loadCycleMarks(ctx context.Context, st StateStore) (*cycleMarks, error) {
 	return c, err
 }
 
+// len is how many marks there are.
+func (c *cycleMarks) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.marks)
+}
+
 // Commit commits through the store, then merges what it committed.
 func (c *cycleMarks) Commit(ctx context.Context, ms []Mark) error {
 	if err := c.StateStore.Commit(ctx, ms); err != nil {
@@ -380,11 +466,6 @@ func (c *cycleMarks) get(id string) (Mark, bool) {
 		return Mark{}, false
 	}
 	return v.mark(id), true
-}
-
-// writeMetadata stores the walk's metadata.
-func (s *Syncer) writeMetadata(ctx context.Context, devices []Device, vars []Variable, now time.Time) error {
-	return s.stages.Metadata.WriteSnapshot(ctx, Snapshot{Devices: devices, Variables: vars, Scoped: !s.opts.Scope.Empty(), At: now})
 }
 
 // VariableLag is the lag of one variable.
@@ -439,24 +520,32 @@ func lagOf(v Variable, m Mark, ok bool, floor, now int64) time.Duration {
 	return time.Duration(max(lag, 1)) * time.Millisecond
 }
 
-// lag is the lag stage: each variable's lag (see Lag) from the cycle's
-// marks, observed one by one rather than listed.
-func (s *Syncer) lag(vars []Variable, marks func(id string) (Mark, bool), now time.Time, sum *Summary) error {
-	floor, end := s.Floor(now), s.opts.Now().UnixMilli()
+// lagSum is what the lag stage gathers over a cycle's chunks.
+type lagSum struct {
+	max     time.Duration
+	lagging int
+}
+
+// lag is the lag stage over one chunk: each variable's lag (see Lag) from
+// the cycle's marks, observed one by one rather than listed.
+func (s *Syncer) lag(vars []Variable, marks func(id string) (Mark, bool), floor int64, sum *lagSum) {
+	end := s.opts.Now().UnixMilli()
 	for _, v := range vars {
 		m, ok := marks(v.ID)
 		l := lagOf(v, m, ok, floor, end)
-		if l > sum.LagMax {
-			sum.LagMax = l
-		}
+		sum.max = max(sum.max, l)
 		if s.opts.LagThreshold > 0 && l > s.opts.LagThreshold {
-			sum.Lagging++
+			sum.lagging++
 		}
 		s.m.lag.Observe(l.Seconds())
 	}
+}
+
+// observeLag reports a cycle's lag.
+func (s *Syncer) observeLag(l *lagSum, sum *Summary) {
+	sum.LagMax, sum.Lagging = l.max, l.lagging
 	s.m.lagMax.Set(sum.LagMax.Seconds())
 	s.m.lagging.Set(float64(sum.Lagging))
-	return nil
 }
 
 func (s *Syncer) observe(sum *Summary, err error) {

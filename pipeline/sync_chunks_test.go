@@ -30,12 +30,12 @@ type lagVarsSource struct {
 	la map[string]int64
 }
 
-func (s lagVarsSource) Walk(context.Context, Scope) ([]Device, []Variable, error) {
+func (s lagVarsSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 	var vars []Variable
 	for id := range s.points {
 		vars = append(vars, Variable{ID: id, DeviceID: "d", LastActivityMs: s.la[id]})
 	}
-	return nil, vars, nil
+	return sink.Variables(ctx, vars)
 }
 
 // A cycle reads the marks once (the lag no longer reads them again), moves
@@ -85,7 +85,7 @@ func TestCycleReadsTheMarksOnceAndMovesInChunksExactly(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, vars, _ := src.Walk(context.Background(), Scope{})
+			_, vars, _ := WalkAll(context.Background(), src, Scope{})
 			marks, _ := st.memStore.Load(context.Background())
 			want := Lag(vars, marks, s.Floor(now), now.UnixMilli())[0].Lag
 			if sum.Lagging != 2 || sum.LagMax != want || want == 0 {

@@ -32,7 +32,7 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 		return usagef("the range %s..%s lies before the retention window (which starts at %s) or in the future",
 			msText(from), msText(to), msText(floor))
 	}
-	_, vars, err := a.src.Walk(ctx, a.syncOptions().Scope)
+	_, vars, err := pipeline.WalkAll(ctx, a.src, a.syncOptions().Scope)
 	if err != nil {
 		return fmt.Errorf("list the in-scope variables: %w", err)
 	}

@@ -63,11 +63,15 @@ func New(c *fleetapi.Client, opts Options) *Source {
 	return &Source{c: c, opts: opts}
 }
 
-// Walk lists the in-scope devices and their variables: the devices' pages,
-// then the account-wide variable list when every variable there names a
-// listed device, or each device's list otherwise.
-func (s *Source) Walk(ctx context.Context, scope pipeline.Scope) ([]pipeline.Device, []pipeline.Variable, error) {
-	return (&walker{l: s, opts: s.opts, log: s.opts.Logger}).walk(ctx, scope)
+// Walk hands the in-scope devices and their variables to sink as it lists
+// them, so that a walk of a large fleet never holds its variables: the
+// devices' pages first (all of them, to sink.Devices), then the
+// account-wide variable list in batches when every variable there names a
+// listed device, or each device's list, a device at a time, otherwise. A
+// switch from the former to the latter part way hands again the variables
+// handed so far (see walker.walk).
+func (s *Source) Walk(ctx context.Context, scope pipeline.Scope, sink pipeline.WalkSink) error {
+	return (&walker{l: s, opts: s.opts, log: s.opts.Logger}).walk(ctx, scope, sink)
 }
 
 // Client is the API client behind the adapter, for the commands that use

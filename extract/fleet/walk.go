@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -39,11 +40,28 @@ type walker struct {
 // variable that does not name a device of the device list.
 var errUnattributed = errors.New("a variable names no listed device")
 
-// walk lists the in-scope devices and their variables.
-func (s *walker) walk(ctx context.Context, scope pipeline.Scope) ([]pipeline.Device, []pipeline.Variable, error) {
+// walkBatch is how many variables of the account-wide list go to the sink
+// in one call: enough that a sink's cost per call (a warehouse query) is
+// paid rarely, few enough that what the walk holds does not grow with the
+// fleet.
+const walkBatch = 1000
+
+// walk lists the in-scope devices and their variables into sink. What it
+// holds is the device list (a few per cent of the variables) and a batch of
+// variables or the variables of the devices being listed, never the
+// fleet's variables, so that its memory does not grow with them.
+//
+// Every in-scope device goes to sink.Devices before any variable (and a
+// device found by the second device listing before its own). A device that
+// answers 404 while its variables are listed was handed already; only its
+// variables are left out. When the account-wide variable list turns out
+// not to name a listed device for every variable, the batches it handed
+// so far are handed again by the per-device listing, as the WalkSink
+// contract allows.
+func (s *walker) walk(ctx context.Context, scope pipeline.Scope, sink pipeline.WalkSink) error {
 	keep, err := s.scopeFilter(ctx, scope)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	seenDev := make(map[string]bool)
 	// listed holds every device listed, in scope or not, so that the
@@ -66,26 +84,38 @@ func (s *walker) walk(ctx context.Context, scope pipeline.Scope) ([]pipeline.Dev
 		}
 		return out, nil
 	}
+	// handDevices gives the sink its own copy: the walk goes on reading
+	// devices, and the slices it hands are the sink's.
+	handDevices := func(devices []pipeline.Device) error {
+		if len(devices) == 0 {
+			return nil
+		}
+		return sink.Devices(ctx, slices.Clone(devices))
+	}
 	devices, err := listDevices()
 	if err != nil {
-		return nil, nil, err
+		return err
+	}
+	if err := handDevices(devices); err != nil {
+		return err
 	}
 	// The account-wide list costs pages of every variable, the per-device
 	// one a request per in-scope device: the former wins unless the scope
 	// is a small part of the fleet.
 	if l, ok := s.l.(accountLister); ok && !s.opts.PerDeviceVariables && 2*len(devices) >= len(listed) && len(devices) > 0 {
-		vars, complete, err := s.accountVariables(ctx, l, devices, listed)
+		handed, complete, err := s.accountVariables(ctx, l, devices, listed, sink)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if complete {
-			return devices, vars, nil
+			return nil
 		}
-		s.log.Info("the account-wide variable list does not name a listed device for every variable (the service does not say, or devices changed meanwhile); listing each device's variables instead")
+		s.log.Info("the account-wide variable list does not name a listed device for every variable (the service does not say, or devices changed meanwhile); listing each device's variables instead",
+			zap.Int("variables_handed_again", handed))
 	}
-	devices, perDevice, gone, err := s.deviceVariables(ctx, devices)
+	gone, err := s.deviceVariables(ctx, devices, sink)
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
 	if gone > 0 {
 		// A device deleted while the list was paged through shifts the later
@@ -93,36 +123,45 @@ func (s *walker) walk(ctx context.Context, scope pipeline.Scope) ([]pipeline.Dev
 		// more pass picks those up; further churn waits for the next cycle.
 		more, err := listDevices()
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
-		more, moreVars, _, err := s.deviceVariables(ctx, more)
-		if err != nil {
-			return nil, nil, err
+		if err := handDevices(more); err != nil {
+			return err
 		}
-		devices, perDevice = append(devices, more...), append(perDevice, moreVars...)
-	}
-	var vars []pipeline.Variable
-	seen := make(map[string]bool)
-	for _, vs := range perDevice {
-		for _, v := range vs {
-			if !seen[v.ID] {
-				seen[v.ID] = true
-				vars = append(vars, v)
-			}
+		if _, err := s.deviceVariables(ctx, more, sink); err != nil {
+			return err
 		}
 	}
-	return devices, vars, nil
+	return nil
 }
 
-// accountVariables lists the variables of the in-scope devices through the
-// account-wide list. complete is false, and the caller must list device by
-// device, as soon as one variable names no device or a device the device
-// list did not have: the service may not name devices at all, or a device
-// created or shifted past a page boundary since would be missed.
-func (s *walker) accountVariables(ctx context.Context, l accountLister, devices []pipeline.Device, listed map[string]bool) (vars []pipeline.Variable, complete bool, err error) {
+// accountVariables hands the variables of the in-scope devices to sink
+// through the account-wide list, walkBatch at a time, and returns how many
+// it handed. complete is false, and the caller must list device by device,
+// as soon as one variable names no device or a device the device list did
+// not have: the service may not name devices at all, or a device created or
+// shifted past a page boundary since would be missed. The batches handed
+// until then stay handed; the partial batch is dropped.
+func (s *walker) accountVariables(ctx context.Context, l accountLister, devices []pipeline.Device, listed map[string]bool, sink pipeline.WalkSink) (handed int, complete bool, err error) {
 	inScope := make(map[string]*pipeline.Device, len(devices))
 	for i := range devices {
 		inScope[devices[i].ID] = &devices[i]
+	}
+	var batch []pipeline.Variable
+	// sinkErr is the sink's failure, returned as it is rather than as a
+	// failure of the listing it stopped.
+	var sinkErr error
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		b := batch
+		batch = nil
+		if sinkErr = sink.Variables(ctx, b); sinkErr != nil {
+			return sinkErr
+		}
+		handed += len(b)
+		return nil
 	}
 	// The list never yields an id twice (the client's paging drops an
 	// object seen on an earlier page), but for the empty id, kept once
@@ -140,52 +179,92 @@ func (s *walker) accountVariables(ctx context.Context, l accountLister, devices 
 		// The device's own strings, shared by its variables rather than
 		// one copy each.
 		v.DeviceID, v.DeviceLabel = d.ID, d.Label
-		vars = append(vars, v)
+		if batch == nil {
+			batch = make([]pipeline.Variable, 0, walkBatch)
+		}
+		batch = append(batch, v)
+		if len(batch) == walkBatch {
+			return flush()
+		}
 		return nil
 	})
-	switch {
-	case errors.Is(err, errUnattributed):
-		return nil, false, nil
-	case err != nil:
-		return nil, false, fmt.Errorf("list variables: %w", err)
+	if err == nil {
+		err = flush()
 	}
-	return vars, true, nil
+	switch {
+	case sinkErr != nil:
+		return handed, false, sinkErr
+	case errors.Is(err, errUnattributed):
+		return handed, false, nil
+	case err != nil:
+		return handed, false, fmt.Errorf("list variables: %w", err)
+	}
+	return handed, true, nil
 }
 
-// deviceVariables lists the variables of each device, with the same
-// concurrency as data requests. A device that answers 404 was deleted after
-// the device list was read: it is dropped and counted in gone, rather than
-// failing the cycle (steady churn would otherwise stop every sync).
-func (s *walker) deviceVariables(ctx context.Context, devices []pipeline.Device) (kept []pipeline.Device, perDevice [][]pipeline.Variable, gone int, err error) {
-	all := make([][]pipeline.Variable, len(devices))
+// deviceVariables hands the variables of each device to sink as the
+// device's list completes, with the same concurrency as data requests; the
+// sink is called one device at a time, and its failure cancels the
+// listings still running and is returned as it is. A device that answers
+// 404 was deleted after the device list was read: its variables are left
+// out and it is counted in gone, rather than failing the cycle (steady
+// churn would otherwise stop every sync). Another device's failure fails
+// the walk once every device was tried, as before; the variables handed by
+// then stay handed.
+func (s *walker) deviceVariables(ctx context.Context, devices []pipeline.Device, sink pipeline.WalkSink) (gone int, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		sinkErr error
+	)
+	hand := func(vars []pipeline.Variable) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if sinkErr != nil {
+			return sinkErr
+		}
+		if len(vars) == 0 {
+			return nil
+		}
+		if sinkErr = sink.Variables(ctx, vars); sinkErr != nil {
+			cancel()
+		}
+		return sinkErr
+	}
 	errs := pipeline.ForEach(ctx, len(devices), s.opts.MaxInFlight, func(i int) error {
 		d := devices[i]
-		return s.l.Variables(ctx, d, func(v pipeline.Variable) error {
+		var vars []pipeline.Variable
+		err := s.l.Variables(ctx, d, func(v pipeline.Variable) error {
 			v.DeviceID, v.DeviceLabel = d.ID, d.Label
-			all[i] = append(all[i], v)
+			vars = append(vars, v)
 			return nil
 		})
+		if err != nil {
+			return err
+		}
+		return hand(vars)
 	})
+	if sinkErr != nil {
+		// The other failures are the cancellation it caused, or beside
+		// the point now.
+		return 0, sinkErr
+	}
 	for i, d := range devices {
 		switch {
 		case pipeline.IsNotFound(errs[i]):
 			s.log.Info("device disappeared during the metadata walk; it is left out of this cycle",
 				zap.String("device", d.Label), zap.String("device_id", d.ID))
 			gone++
+			errs[i] = nil
 		case errs[i] != nil:
 			errs[i] = fmt.Errorf("list variables of device %s (%s): %w", d.Label, d.ID, errs[i])
-		default:
-			kept = append(kept, d)
-			perDevice = append(perDevice, all[i])
-		}
-		if pipeline.IsNotFound(errs[i]) {
-			errs[i] = nil
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, nil, 0, err
+		return 0, err
 	}
-	return kept, perDevice, gone, nil
+	return gone, nil
 }
 
 func (s *walker) scopeFilter(ctx context.Context, scope pipeline.Scope) (func(pipeline.Device) bool, error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -212,6 +213,73 @@ func TestListWalkYieldsAnObjectOnlyOnceWhenTheListGrowsWhilePaged(t *testing.T) 
 	ids, err := collectDevices(c)
 	if err != nil || strings.Join(ids, ",") != "a,b,c" {
 		t.Errorf("got %v, %v; want a,b,c", ids, err)
+	}
+}
+
+func TestListKeySetTellsEveryDistinctKeyApart(t *testing.T) {
+	s := newKeySet()
+	const n = 200_000
+	// Ids that differ in one byte, or only by a prefix or a trailing NUL,
+	// are as distinct as any.
+	keys := make([]string, 0, n+3)
+	for i := range n {
+		keys = append(keys, fmt.Sprintf("%024x", i))
+	}
+	keys = append(keys, "a", "a\x00", "aa")
+	for _, k := range keys {
+		if !s.add(k) {
+			t.Fatalf("key %q taken as yielded before it was added", k)
+		}
+	}
+	for _, k := range keys {
+		if s.add(k) {
+			t.Fatalf("key %q taken as new when added a second time", k)
+		}
+	}
+	if s.n != len(keys) {
+		t.Fatalf("the set counts %d keys for %d added", s.n, len(keys))
+	}
+}
+
+// TestListKeySetHoldsLessThanTheKeys compares the set's heap with a set of
+// the key strings themselves, as listPages kept before: a walk of the
+// account's variables holds one entry per variable of the fleet.
+func TestListKeySetHoldsLessThanTheKeys(t *testing.T) {
+	for _, n := range []int{50_000, 250_000} {
+		t.Run(strconv.Itoa(n), func(t *testing.T) { testKeySetHeap(t, n) })
+	}
+}
+
+func testKeySetHeap(t *testing.T, n int) {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("%024x", i) // the length of a service id
+	}
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	hashed := newKeySet()
+	for _, k := range keys {
+		hashed.add(k)
+	}
+	hashedBytes := heap() - before
+	// The strings are copied, as decoding each page makes new ones.
+	before = heap()
+	plain := make(map[string]struct{})
+	for _, k := range keys {
+		plain[strings.Clone(k)] = struct{}{}
+	}
+	plainBytes := heap() - before
+	runtime.KeepAlive(keys)
+	runtime.KeepAlive(hashed)
+	runtime.KeepAlive(plain)
+	t.Logf("%d keys: hashed set %.1f B/key, string set %.1f B/key", n, float64(hashedBytes)/float64(n), float64(plainBytes)/float64(n))
+	if hashedBytes*2 > plainBytes {
+		t.Errorf("the hashed set takes %d B for %d keys, the string set %d B; want under half", hashedBytes, n, plainBytes)
 	}
 }
 

@@ -3,7 +3,9 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -164,6 +166,29 @@ func TestEventLogsRoundTrip(t *testing.T) {
 	}
 }
 
+// writeChangedVariables stores a walk of pages through changedVariables
+// with hash and returns what it wrote and found missing.
+func writeChangedVariables(t *testing.T, c *Client, at time.Time, hash func(string) idHash, pages ...[]pipeline.Variable) pipeline.MetadataDiff {
+	t.Helper()
+	ctx := context.Background()
+	ch, err := c.changedVariables(ctx, at, hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diff pipeline.MetadataDiff
+	for _, page := range pages {
+		n, err := ch.Write(ctx, page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		diff.Written += n
+	}
+	if diff.Missing, err = ch.Missing(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return diff
+}
+
 // TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows: the server's
 // fingerprint of a stored row equals fleetsync's of the row it would
 // write, for every column and awkward value (so a repeated walk writes
@@ -192,11 +217,7 @@ func TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		vd, err = c.WriteChangedVariables(ctx, vs, t1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return dd, vd
+		return dd, writeChangedVariables(t, c, t1, newIDHash(), vs[:1], vs[1:])
 	}
 	if dd, vd := write(devices, vars); dd.Written != 3 || vd.Written != 4 || len(dd.Missing)+len(vd.Missing) != 0 {
 		t.Fatalf("first walk wrote %+v and %+v, want every row and nothing missing", dd, vd)
@@ -250,4 +271,133 @@ func TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows(t *testing.T) {
 	if vd.Written != 0 || len(vd.Missing) != 1 || !slices.Contains(vd.Missing, pipeline.StoredRef{ID: "C1", DeviceID: "C"}) {
 		t.Fatalf("variables without C1: %+v, want C1 of C missing", vd)
 	}
+}
+
+// fewKeys and oneKey are storedIndex hashes that make ids share keys, so
+// that only check tells their rows apart.
+func fewKeys(id string) idHash {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return idHash{key: h.Sum64() % 3, check: h.Sum64()}
+}
+
+func oneKey(id string) idHash {
+	h := fnv.New64a()
+	h.Write([]byte(id))
+	return idHash{key: 42, check: h.Sum64()}
+}
+
+// TestChangedVariablesComparesEachVariableWithItsOwnStoredRow: one walk
+// given page by page, whatever the keys of the ids (random, three for
+// all, one for all): an unchanged variable costs nothing, a changed one
+// is written, a new one is written and not missing, one given twice is
+// compared the second time with what the first stored (written again only
+// when it changed in between, and then the last one stands), a stored
+// variable the walk lacks is missing with its device, and a row another
+// writer inserts meanwhile is not.
+func TestChangedVariablesComparesEachVariableWithItsOwnStoredRow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hash func(string) idHash
+	}{{"random keys", newIDHash()}, {"three keys", fewKeys}, {"one key", oneKey}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestClient(t, chtest.Shared(t), nil)
+			ctx := context.Background()
+			t1 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
+			var stored []pipeline.Variable
+			for i := range 10 {
+				dev := fmt.Sprintf("D%d", i%2)
+				stored = append(stored, pipeline.Variable{ID: fmt.Sprintf("V%d", i), DeviceID: dev, DeviceLabel: "dev-" + dev, Label: fmt.Sprintf("var-%d", i)})
+			}
+			if err := c.WriteVariables(ctx, stored, t1); err != nil {
+				t.Fatal(err)
+			}
+			changed := func(v pipeline.Variable) pipeline.Variable { v.Label += "-renamed"; return v }
+			ch, err := c.changedVariables(ctx, t1.Add(time.Minute), tc.hash)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pages := [][]pipeline.Variable{
+				// V0-V5 as stored; V6 changed; V8 twice as stored; V9 changed.
+				{stored[0], stored[1], stored[2], stored[8], stored[3], stored[8]},
+				{stored[4], stored[5], changed(stored[6]), changed(stored[9])},
+				// N1 is new; V9 again, as changed before; V6 back as
+				// stored; V7 never comes.
+				{{ID: "N1", DeviceID: "D0", DeviceLabel: "dev-D0", Label: "new"}, changed(stored[9]), stored[6]},
+			}
+			written := 0
+			for _, page := range pages {
+				n, err := ch.Write(ctx, page)
+				if err != nil {
+					t.Fatal(err)
+				}
+				written += n
+			}
+			if written != 4 {
+				t.Errorf("the walk wrote %d variables, want 4 (V6 twice, V9, N1)", written)
+			}
+			// Another writer's row, inserted after the walk began.
+			if err := c.WriteVariables(ctx, []pipeline.Variable{{ID: "N2", DeviceID: "D1"}}, t1); err != nil {
+				t.Fatal(err)
+			}
+			missing, err := ch.Missing(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := []pipeline.StoredRef{{ID: "V7", DeviceID: "D1"}}; !reflect.DeepEqual(missing, want) {
+				t.Errorf("Missing = %v, want %v", missing, want)
+			}
+			got := queryStrings(t, c, "SELECT id, label FROM "+c.Table(TableVariables)+" FINAL WHERE id IN ('V6', 'V8', 'V9', 'N1')")
+			if want := []string{"N1|new", "V6|var-6", "V8|var-8", "V9|var-9-renamed"}; !reflect.DeepEqual(got, want) {
+				t.Errorf("rows after the walk %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestChangedVariablesAfterAWalkThatWasNotGivenAnything: every live row is
+// missing, and a row marked deleted is not.
+func TestChangedVariablesAfterAWalkThatWasNotGivenAnything(t *testing.T) {
+	c := newTestClient(t, chtest.Shared(t), nil)
+	ctx := context.Background()
+	vars := []pipeline.Variable{{ID: "A1", DeviceID: "A"}, {ID: "A2", DeviceID: "A"}, {ID: "B1", DeviceID: "B"}}
+	if err := c.WriteVariables(ctx, vars, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.MarkVariablesDeleted(ctx, []string{"A2"}); err != nil {
+		t.Fatal(err)
+	}
+	diff := writeChangedVariables(t, c, time.Now(), oneKey)
+	slices.SortFunc(diff.Missing, func(a, b pipeline.StoredRef) int { return strings.Compare(a.ID, b.ID) })
+	if want := []pipeline.StoredRef{{ID: "A1", DeviceID: "A"}, {ID: "B1", DeviceID: "B"}}; diff.Written != 0 || !reflect.DeepEqual(diff.Missing, want) {
+		t.Fatalf("an empty walk: wrote %d, missing %v; want nothing written and %v missing", diff.Written, diff.Missing, want)
+	}
+}
+
+// TestStoredIndexBytesPerRow: the index of 10^6 stored variables, built as
+// a cycle builds it (one row at a time from the stream), costs about 24
+// bytes a row, where their ids alone would cost 80 and more.
+func TestStoredIndexBytesPerRow(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 10^6 entries")
+	}
+	const rows = 1_000_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x := storedIndex{hash: newIDHash()}
+	id := make([]byte, 0, 64)
+	for i := range rows {
+		id = fmt.Appendf(id[:0], "6a1f%020d", i) // the length of a service's ids
+		x.add(string(id), uint64(i)*0x9e3779b97f4a7c15)
+	}
+	x.seal()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perRow := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / rows
+	t.Logf("storedIndex: %.1f bytes a stored row at %d rows", perRow, rows)
+	if perRow > 28 {
+		t.Errorf("storedIndex costs %.1f bytes a row, want at most 28", perRow)
+	}
+	runtime.KeepAlive(&x)
 }

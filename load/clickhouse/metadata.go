@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -154,12 +155,16 @@ func clampTime(t time.Time) time.Time {
 // fingerprint of the row's content (every column but id, deleted,
 // synced_at and version), computed by the server from the stored row and
 // by fleetsync from the row it would write, and writes only the objects
-// whose live row is missing or differs. The fingerprint is read from the
-// table itself, once per cycle, as (id, 8 bytes) a row: whatever put the
-// table in its state (a crash between two INSERTs, a hand-made change, a
-// second writer) is seen, so the comparison is exact without anything
-// kept beside the table. synced_at is therefore when the row was last
-// written, i.e. since when the source has shown the object as it is.
+// whose live row is missing or differs. The fingerprints are read from
+// the table itself, once per cycle, before the walk's first object, into
+// a storedIndex of a few integers a row: whatever put the table in its
+// state (a crash between two INSERTs, a hand-made change, a second
+// writer) is seen, so the comparison is exact without anything kept
+// beside the table. synced_at is therefore when the row was last written,
+// i.e. since when the source has shown the object as it is. The walk then
+// comes a page at a time (changes.Write), and once it is complete the live
+// rows it never showed are read again by id (changes.Missing), so that no
+// step holds the fleet's ids.
 
 // metadataInsertRows bounds the rows of one INSERT of devices or
 // variables, so that the driver's column buffers stay small however large
@@ -242,130 +247,254 @@ func (f *fingerprint) variable(v pipeline.Variable) uint64 {
 	return f.sum()
 }
 
-// walkIndex finds a walked object by id in a sorted array of 16 bytes an
-// object (a hash of the id and the object's position), rather than a map
-// of the ids: an account of 10^6 variables costs 16 MB here.
-type walkIndex struct {
-	seed    maphash.Seed
-	entries []walkEntry
+// storedIndex is what a change-by-change write compares the walk with:
+// the live rows of a table as they were when the walk began, each as a
+// 128-bit hash of its id (key, check) and its fingerprint, sorted, with a
+// bit telling whether the walk has shown it. It holds no id: 10^6
+// variables cost about 24 MB here (TestStoredIndexBytesPerRow), where their
+// ids alone would take 80 MB and more.
+//
+// Two ids are taken for the same row when both hashes agree: seeded anew
+// for each index, key and check are independent 64-bit hashes, so two of
+// 10^6 ids agree on both with a chance near 10^12/2^129, far below that of
+// two contents sharing the 64-bit fingerprint the comparison already
+// trusts. A key shared by several ids (likelier, and forced by the tests)
+// is told apart by check.
+type storedIndex struct {
+	hash    func(id string) idHash
+	entries []storedEntry // sorted by (key, check)
+	seen    []uint64      // a bit per entry: a Write was given its id
 }
 
-type walkEntry struct {
-	key uint64
-	i   int
+// idHash is the 128-bit identity of an id in a storedIndex.
+type idHash struct{ key, check uint64 }
+
+type storedEntry struct {
+	idHash
+	fp uint64
 }
 
-func newWalkIndex(n int, id func(i int) string) *walkIndex {
-	x := &walkIndex{seed: maphash.MakeSeed(), entries: make([]walkEntry, n)}
-	for i := range n {
-		x.entries[i] = walkEntry{maphash.String(x.seed, id(i)), i}
+// newIDHash returns the hash of a new storedIndex: two maphashes of the
+// id under independent random seeds.
+func newIDHash() func(string) idHash {
+	k, c := maphash.MakeSeed(), maphash.MakeSeed()
+	return func(id string) idHash { return idHash{maphash.String(k, id), maphash.String(c, id)} }
+}
+
+func (x *storedIndex) add(id string, fp uint64) {
+	x.entries = append(x.entries, storedEntry{x.hash(id), fp})
+}
+
+// seal sorts the entries once every row is added. The array lives for the
+// whole walk while the growth slack of append is up to a quarter of it, so
+// a loose one is copied to its exact size.
+func (x *storedIndex) seal() {
+	if n := len(x.entries); cap(x.entries)-n > n/16 {
+		x.entries = slices.Clone(x.entries)
 	}
-	slices.SortFunc(x.entries, func(a, b walkEntry) int { return cmp.Compare(a.key, b.key) })
-	return x
+	slices.SortFunc(x.entries, func(a, b storedEntry) int { return compareIDHash(a.idHash, b.idHash) })
+	x.seen = make([]uint64, (len(x.entries)+63)/64)
 }
 
-// find calls fn with the position of every walked object whose id hashes
-// like id; fn checks the id itself, so a collision costs a comparison,
-// never a wrong match.
-func (x *walkIndex) find(id string, fn func(i int)) {
-	k := maphash.String(x.seed, id)
-	j, _ := slices.BinarySearchFunc(x.entries, k, func(e walkEntry, k uint64) int { return cmp.Compare(e.key, k) })
-	for ; j < len(x.entries) && x.entries[j].key == k; j++ {
-		fn(x.entries[j].i)
+func compareIDHash(a, b idHash) int {
+	if c := cmp.Compare(a.key, b.key); c != 0 {
+		return c
 	}
+	return cmp.Compare(a.check, b.check)
 }
 
-// writeChanged is WriteChangedDevices and WriteChangedVariables over
-// table: n walked objects, id(i) and fp(i) of each, and write(idx) storing
-// the objects at the positions idx. It reads the live rows' fingerprints
-// once, as a stream, and keeps a byte an object besides the index.
-func (c *Client) writeChanged(ctx context.Context, table, fpExpr, deviceCol string, n int, id func(i int) string, fp func(i int) uint64,
-	write func(ctx context.Context, idx []int) error) (pipeline.MetadataDiff, error) {
-	var diff pipeline.MetadataDiff
-	x := newWalkIndex(n, id)
-	same := make([]bool, n)
-	query := "SELECT id, " + deviceCol + ", " + fpExpr + " FROM " + c.Table(table) + " FINAL WHERE deleted = 0"
+// find returns the position of the entry of h, or -1 when no stored row
+// has it (an object new since the walk began).
+func (x *storedIndex) find(h idHash) int {
+	i, ok := slices.BinarySearchFunc(x.entries, h, func(e storedEntry, h idHash) int { return compareIDHash(e.idHash, h) })
+	if !ok {
+		return -1
+	}
+	return i
+}
+
+func (x *storedIndex) markSeen(i int)     { x.seen[i/64] |= 1 << (i % 64) }
+func (x *storedIndex) wasSeen(i int) bool { return x.seen[i/64]&(1<<(i%64)) != 0 }
+
+// changes stores one walk's objects of a table (devices or variables)
+// change by change against a storedIndex read when it began. Its Write
+// and Missing implement pipeline.VariableChanges.
+type changes[T any] struct {
+	c         *Client
+	table     string
+	deviceCol string // what Missing names each row's device by
+	id        func(T) string
+	fp        func(*fingerprint, T) uint64
+	write     func(ctx context.Context, objs []T) error
+
+	// mu guards x and held: the walk calls Write one page at a time, but
+	// nothing is lost by allowing more.
+	mu   sync.Mutex
+	x    storedIndex
+	held []T
+}
+
+// changedDevices and changedVariables begin a walk's changes of their
+// table; hash is the index's, injectable so that tests can force
+// collisions.
+func (c *Client) changedDevices(ctx context.Context, syncedAt time.Time, hash func(string) idHash) (*changes[pipeline.Device], error) {
+	ch := &changes[pipeline.Device]{c: c, table: TableDevices, deviceCol: "''",
+		id: func(d pipeline.Device) string { return d.ID },
+		fp: (*fingerprint).device,
+		write: func(ctx context.Context, ds []pipeline.Device) error {
+			return c.WriteDevices(ctx, ds, syncedAt)
+		}}
+	return ch, ch.read(ctx, deviceFingerprintSQL, hash)
+}
+
+func (c *Client) changedVariables(ctx context.Context, syncedAt time.Time, hash func(string) idHash) (*changes[pipeline.Variable], error) {
+	ch := &changes[pipeline.Variable]{c: c, table: TableVariables, deviceCol: "device_id",
+		id: func(v pipeline.Variable) string { return v.ID },
+		fp: (*fingerprint).variable,
+		write: func(ctx context.Context, vs []pipeline.Variable) error {
+			return c.WriteVariables(ctx, vs, syncedAt)
+		}}
+	return ch, ch.read(ctx, variableFingerprintSQL, hash)
+}
+
+// read builds ch's index from the live rows' fingerprints (fpExpr),
+// streamed by one query.
+func (ch *changes[T]) read(ctx context.Context, fpExpr string, hash func(string) idHash) error {
+	ch.x = storedIndex{hash: hash}
+	query := "SELECT id, " + fpExpr + " FROM " + ch.c.Table(ch.table) + " FINAL WHERE deleted = 0"
 	err := func() error {
-		rows, err := c.conn.Query(ctx, query)
+		rows, err := ch.c.conn.Query(ctx, query)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
-		var sid, dev string
-		var sfp uint64
+		var id string
+		var fp uint64
 		for rows.Next() {
-			if err := rows.Scan(&sid, &dev, &sfp); err != nil {
+			if err := rows.Scan(&id, &fp); err != nil {
 				return err
 			}
-			found := false
-			x.find(sid, func(i int) {
-				if id(i) == sid {
-					found = true
-					same[i] = fp(i) == sfp
-				}
-			})
-			if !found {
-				diff.Missing = append(diff.Missing, pipeline.StoredRef{ID: sid, DeviceID: dev})
+			ch.x.add(id, fp)
+		}
+		return rows.Err()
+	}()
+	if err != nil {
+		return fmt.Errorf("read the fingerprints of %s: %w", ch.c.Table(ch.table), err)
+	}
+	ch.x.seal()
+	return nil
+}
+
+// Write stores the objects whose row differs from what they would write,
+// and returns how many those were. The row is the live one as it was when
+// the walk began, or what an earlier Write of the walk gave for the same
+// id: an object listed twice is written again only if it changed in
+// between, and the last one listed is the one stored. Each object marks
+// its stored row seen, for Missing. The objects to write are held until
+// metadataInsertRows of them make one INSERT (Missing writes the rest), so
+// that a first walk of 10^6 variables, handed on a page at a time, makes
+// 20 parts, not a thousand.
+func (ch *changes[T]) Write(ctx context.Context, objs []T) (written int, err error) {
+	var f fingerprint
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	for _, o := range objs {
+		fp := ch.fp(&f, o)
+		i := ch.x.find(ch.x.hash(ch.id(o)))
+		if i >= 0 {
+			ch.x.markSeen(i)
+			if ch.x.entries[i].fp == fp {
+				continue
+			}
+			ch.x.entries[i].fp = fp
+		}
+		ch.held = append(ch.held, o)
+		written++
+		if len(ch.held) == metadataInsertRows {
+			if err := ch.flush(ctx); err != nil {
+				return written, err
+			}
+		}
+	}
+	return written, nil
+}
+
+// flush writes the objects Write held. Caller holds ch.mu.
+func (ch *changes[T]) flush(ctx context.Context) error {
+	if len(ch.held) == 0 {
+		return nil
+	}
+	if err := ch.write(ctx, ch.held); err != nil {
+		return err
+	}
+	clear(ch.held)
+	ch.held = ch.held[:0]
+	return nil
+}
+
+// Missing returns the rows that were live when the walk began and that no
+// Write was given, each with its device. Their ids are not held, so the
+// live rows are read again and each is looked up: one never seen is
+// missing; one without an entry was inserted since (by a Write of this
+// walk, or by another writer) and is not.
+func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error) {
+	ch.mu.Lock()
+	err := ch.flush(ctx)
+	ch.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	var missing []pipeline.StoredRef
+	query := "SELECT id, " + ch.deviceCol + " FROM " + ch.c.Table(ch.table) + " FINAL WHERE deleted = 0"
+	err = func() error {
+		rows, err := ch.c.conn.Query(ctx, query)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		var id, dev string
+		for rows.Next() {
+			if err := rows.Scan(&id, &dev); err != nil {
+				return err
+			}
+			ch.mu.Lock()
+			i := ch.x.find(ch.x.hash(id))
+			gone := i >= 0 && !ch.x.wasSeen(i)
+			ch.mu.Unlock()
+			if gone {
+				missing = append(missing, pipeline.StoredRef{ID: id, DeviceID: dev})
 			}
 		}
 		return rows.Err()
 	}()
 	if err != nil {
-		return diff, fmt.Errorf("read the fingerprints of %s: %w", c.Table(table), err)
+		return nil, fmt.Errorf("list the live rows of %s: %w", ch.c.Table(ch.table), err)
 	}
-	x = nil
-	var idx []int
-	for i := range n {
-		if same[i] {
-			continue
-		}
-		idx = append(idx, i)
-		if len(idx) == metadataInsertRows {
-			if err := write(ctx, idx); err != nil {
-				return diff, err
-			}
-			diff.Written += len(idx)
-			idx = idx[:0]
-		}
-	}
-	if len(idx) > 0 {
-		if err := write(ctx, idx); err != nil {
-			return diff, err
-		}
-		diff.Written += len(idx)
-	}
-	return diff, nil
+	return missing, nil
 }
 
 // WriteChangedDevices stores the devices whose live row is missing or
-// differs (see writeChanged) and returns the live rows devices lacks.
+// differs and returns the live rows devices lacks: the whole of a walk's
+// changes at once, since a fleet has few devices.
 func (c *Client) WriteChangedDevices(ctx context.Context, devices []pipeline.Device, syncedAt time.Time) (pipeline.MetadataDiff, error) {
-	var f fingerprint
-	return c.writeChanged(ctx, TableDevices, deviceFingerprintSQL, "''", len(devices),
-		func(i int) string { return devices[i].ID },
-		func(i int) uint64 { return f.device(devices[i]) },
-		func(ctx context.Context, idx []int) error {
-			part := make([]pipeline.Device, len(idx))
-			for j, i := range idx {
-				part[j] = devices[i]
-			}
-			return c.WriteDevices(ctx, part, syncedAt)
-		})
+	var diff pipeline.MetadataDiff
+	ch, err := c.changedDevices(ctx, syncedAt, newIDHash())
+	if err != nil {
+		return diff, err
+	}
+	if diff.Written, err = ch.Write(ctx, devices); err != nil {
+		return diff, err
+	}
+	diff.Missing, err = ch.Missing(ctx)
+	return diff, err
 }
 
-// WriteChangedVariables stores the variables whose live row is missing or
-// differs (see writeChanged) and returns the live rows vars lacks, each
-// with its device.
-func (c *Client) WriteChangedVariables(ctx context.Context, vars []pipeline.Variable, syncedAt time.Time) (pipeline.MetadataDiff, error) {
-	var f fingerprint
-	return c.writeChanged(ctx, TableVariables, variableFingerprintSQL, "device_id", len(vars),
-		func(i int) string { return vars[i].ID },
-		func(i int) uint64 { return f.variable(vars[i]) },
-		func(ctx context.Context, idx []int) error {
-			part := make([]pipeline.Variable, len(idx))
-			for j, i := range idx {
-				part[j] = vars[i]
-			}
-			return c.WriteVariables(ctx, part, syncedAt)
-		})
+// ChangedVariables begins storing one walk's variables change by change
+// (see changes), a page at a time, against the live rows as they are now.
+func (c *Client) ChangedVariables(ctx context.Context, syncedAt time.Time) (pipeline.VariableChanges, error) {
+	ch, err := c.changedVariables(ctx, syncedAt, newIDHash())
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
 }

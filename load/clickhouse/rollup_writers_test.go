@@ -16,9 +16,7 @@ type pointSource struct {
 	value float64
 }
 
-func (s pointSource) Walk(context.Context, pipeline.Scope) ([]pipeline.Device, []pipeline.Variable, error) {
-	return nil, nil, nil
-}
+func (s pointSource) Walk(context.Context, pipeline.Scope, pipeline.WalkSink) error { return nil }
 
 func (s pointSource) Series(_ context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
 	for i := range req.VariableIDs {
