@@ -140,11 +140,18 @@ func (s *memStore) Load(context.Context) (map[string]Mark, error) {
 	return out, nil
 }
 
-func (s *memStore) ScanMarks(ctx context.Context, fn func(Mark) error) error {
+func (s *memStore) MarksOf(ctx context.Context, ids []string, fn func(Mark) error) error {
 	marks, _ := s.Load(ctx)
-	for _, m := range marks {
-		if err := fn(m); err != nil {
-			return err
+	return marksOf(marks, ids, fn)
+}
+
+// marksOf is MarksOf over a map of every mark.
+func marksOf(marks map[string]Mark, ids []string, fn func(Mark) error) error {
+	for _, id := range ids {
+		if m, ok := marks[id]; ok {
+			if err := fn(m); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

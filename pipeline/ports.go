@@ -228,11 +228,11 @@ type EventLogWriter interface {
 type StateStore interface {
 	// Load returns every stored mark by variable id.
 	Load(ctx context.Context) (map[string]Mark, error)
-	// ScanMarks hands every stored mark to fn, one at a time, each as Load
-	// has it: a cycle keeps them in its compact form only (a few integers a
-	// variable), never in a map of whole marks as well. An error from fn
-	// stops the scan and is returned.
-	ScanMarks(ctx context.Context, fn func(Mark) error) error
+	// MarksOf hands fn the stored mark of each of ids that has one, as
+	// Load has it. A cycle reads its marks so, one chunk of variables at a
+	// time, so that it never holds every mark of the fleet. An error from
+	// fn stops the read and is returned.
+	MarksOf(ctx context.Context, ids []string, fn func(Mark) error) error
 	// Commit stores marks, each merged with the stored one by MergeMark
 	// (marks.go) so that none moves backwards, whatever order concurrent
 	// commits land in. A failed Commit may have stored some of them: each

@@ -826,18 +826,13 @@ func (s simStore) Load(ctx context.Context) (map[string]Mark, error) {
 	return out, nil
 }
 
-// ScanMarks is Load, one mark at a time (the same faults).
-func (s simStore) ScanMarks(ctx context.Context, fn func(Mark) error) error {
+// MarksOf is Load of some, one mark at a time (the same faults).
+func (s simStore) MarksOf(ctx context.Context, ids []string, fn func(Mark) error) error {
 	marks, err := s.Load(ctx)
 	if err != nil {
 		return err
 	}
-	for _, m := range marks {
-		if err := fn(m); err != nil {
-			return err
-		}
-	}
-	return nil
+	return marksOf(marks, ids, fn)
 }
 
 func (s simStore) Commit(_ context.Context, marks []Mark) error {

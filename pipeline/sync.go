@@ -136,20 +136,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
 		Shard: s.opts.Shard,
 	}
-	// The marks are read once a cycle, before the walk: each part of the
-	// walk is planned against them as it comes, the move's commits are
-	// merged into them as the store merges them, and the lag is computed
-	// from the result.
-	var marks *cycleMarks
-	if err := clk.run(ctx, StagePlan, func(ctx context.Context) (err error) {
-		if marks, err = loadCycleMarks(ctx, s.st); err != nil {
-			return fmt.Errorf("load marks: %w", err)
-		}
-		return nil
-	}); err != nil {
-		return err
-	}
-	w := &cycleWalk{s: s, clk: clk, marks: marks, po: po, floor: floor, chunk: s.opts.MoveChunk, seen: map[string]bool{}}
+	w := &cycleWalk{s: s, clk: clk, po: po, floor: floor, chunk: s.opts.MoveChunk, seen: map[string]bool{}}
 	if w.chunk <= 0 {
 		w.chunk = DefaultMoveChunk
 	}
@@ -161,7 +148,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 			return err
 		}
 	}
-	s.log.Info("cycle planned", zap.Int("marks", marks.len()), zap.String("floor", msTime(floor)))
+	s.log.Info("cycle planned", zap.String("floor", msTime(floor)), zap.Int("chunk", w.chunk))
 	walkStart := time.Now()
 	err := s.src.Walk(ctx, s.opts.Scope, w)
 	if err == nil {
@@ -204,26 +191,26 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 }
 
 // cycleWalk is the WalkSink of a cycle: it hands each part of the walk to
-// the metadata stage, and plans, moves and measures the lag of the
-// variables MoveChunk at a time, so that a cycle holds one chunk of the
-// fleet and its compact marks, never the whole walk. A chunk's requests
+// the metadata stage, and reads the marks of, plans, moves and measures
+// the lag of the variables MoveChunk at a time, so that a cycle holds one
+// chunk of the fleet and its marks, never the whole walk or every mark. A chunk's requests
 // never mix with the next one's, which costs at most one request a chunk
 // that is not full. A retention floor the service moved forward holds for
 // the chunks after, and the first failed commit of marks stops the walk,
 // as one engine run would stop.
 type cycleWalk struct {
-	s     *Syncer
-	clk   *stageClock
-	meta  SnapshotRun
-	marks *cycleMarks
-	po    PlanOptions
+	s    *Syncer
+	clk  *stageClock
+	meta SnapshotRun
+	po   PlanOptions
 	// floor is the cycle's retention floor, which the lag is computed
 	// from even after the service moved the reads' floor forward.
 	floor int64
 	chunk int
 	// pending is the chunk being filled, seen its ids: a variable handed
 	// twice within one chunk is planned once (one handed again in a later
-	// chunk is planned against the marks its first move committed).
+	// chunk is planned against the mark its first move committed, read
+	// with that chunk's marks).
 	pending []Variable
 	seen    map[string]bool
 	// reported is whether a variable walked so far had a lastActivity
@@ -279,7 +266,8 @@ func (w *cycleWalk) Variables(ctx context.Context, vars []Variable) error {
 
 func (w *cycleWalk) timeSink(start time.Time) { w.inSink += time.Since(start) }
 
-// flush plans, moves and measures the lag of the pending chunk.
+// flush reads the marks of, plans, moves and measures the lag of the
+// pending chunk.
 func (w *cycleWalk) flush(ctx context.Context) error {
 	if len(w.pending) == 0 {
 		return nil
@@ -290,17 +278,23 @@ func (w *cycleWalk) flush(ctx context.Context) error {
 	w.reported = w.reported || lastActivityReported(part)
 	w.po.reported = w.reported
 	var targets []Target
-	_ = w.clk.run(ctx, StagePlan, func(context.Context) error {
+	var marks *chunkMarks
+	if err := w.clk.run(ctx, StagePlan, func(ctx context.Context) (err error) {
+		if marks, err = loadChunkMarks(ctx, w.s.st, part); err != nil {
+			return fmt.Errorf("load marks: %w", err)
+		}
 		var skipped int
-		targets, skipped = planWith(part, w.marks.get, w.po)
+		targets, skipped = planWith(part, marks.get, w.po)
 		w.toRead += len(targets)
 		w.skipped += skipped
 		return nil
-	})
+	}); err != nil {
+		return err
+	}
 	if len(targets) > 0 {
 		var res RunResult
 		_ = w.clk.run(ctx, StageMove, func(ctx context.Context) error {
-			res = w.s.moveTo(ctx, w.marks, targets, w.po.Floor, IncrementalMark)
+			res = w.s.moveTo(ctx, marks, targets, w.po.Floor, IncrementalMark)
 			return res.err()
 		})
 		w.res.add(res)
@@ -312,7 +306,7 @@ func (w *cycleWalk) flush(ctx context.Context) error {
 		}
 	}
 	return w.clk.run(ctx, StageLag, func(context.Context) error {
-		w.s.lag(part, w.marks.get, w.floor, &w.lag)
+		w.s.lag(part, marks.get, w.floor, &w.lag)
 		return nil
 	})
 }
@@ -414,36 +408,33 @@ func (r *RunResult) add(o RunResult) {
 	}
 }
 
-// cycleMarks are a cycle's marks, read once when it is planned and kept
-// as a few integers a variable: the StateStore its engine runs commit
-// through, which merges each committed mark into them as every store does
-// (MergeMark), so that the lag is computed without reading every mark
-// again.
-type cycleMarks struct {
+// chunkMarks are the marks of a chunk of a cycle's variables, read when
+// it is planned and kept as a few integers a variable: the StateStore its
+// engine run commits through, which merges each committed mark into them
+// as every store does (MergeMark), so that the lag is computed without
+// reading them again.
+type chunkMarks struct {
 	StateStore
 	mu    sync.Mutex
 	marks map[string]markVals
 }
 
-// loadCycleMarks reads the marks of st as a stream.
-func loadCycleMarks(ctx context.Context, st StateStore) (*cycleMarks, error) {
-	c := &cycleMarks{StateStore: st, marks: map[string]markVals{}}
-	err := st.ScanMarks(ctx, func(m Mark) error {
+// loadChunkMarks reads the marks of vars from st.
+func loadChunkMarks(ctx context.Context, st StateStore, vars []Variable) (*chunkMarks, error) {
+	ids := make([]string, len(vars))
+	for i, v := range vars {
+		ids[i] = v.ID
+	}
+	c := &chunkMarks{StateStore: st, marks: make(map[string]markVals, len(ids))}
+	err := st.MarksOf(ctx, ids, func(m Mark) error {
 		c.marks[m.VariableID] = valsOf(m)
 		return nil
 	})
 	return c, err
 }
 
-// len is how many marks there are.
-func (c *cycleMarks) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.marks)
-}
-
 // Commit commits through the store, then merges what it committed.
-func (c *cycleMarks) Commit(ctx context.Context, ms []Mark) error {
+func (c *chunkMarks) Commit(ctx context.Context, ms []Mark) error {
 	if err := c.StateStore.Commit(ctx, ms); err != nil {
 		return err
 	}
@@ -458,7 +449,7 @@ func (c *cycleMarks) Commit(ctx context.Context, ms []Mark) error {
 
 // get is the mark of one variable (without UpdatedAt, which a cycle does
 // not read).
-func (c *cycleMarks) get(id string) (Mark, bool) {
+func (c *chunkMarks) get(id string) (Mark, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v, ok := c.marks[id]

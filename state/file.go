@@ -74,9 +74,9 @@ func (f *File) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 	return f.read()
 }
 
-// ScanMarks hands every stored mark to fn. The file is read whole anyway;
-// only its marks are not kept beside the caller's.
-func (f *File) ScanMarks(ctx context.Context, fn func(pipeline.Mark) error) error {
+// MarksOf hands fn the stored mark of each of ids that has one. The file
+// is read whole anyway; only its marks are not kept beside the caller's.
+func (f *File) MarksOf(ctx context.Context, ids []string, fn func(pipeline.Mark) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -84,9 +84,11 @@ func (f *File) ScanMarks(ctx context.Context, fn func(pipeline.Mark) error) erro
 	if err != nil {
 		return err
 	}
-	for id, m := range doc.Marks {
-		if err := fn(m.mark(id)); err != nil {
-			return err
+	for _, id := range ids {
+		if m, ok := doc.Marks[id]; ok {
+			if err := fn(m.mark(id)); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

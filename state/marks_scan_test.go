@@ -3,15 +3,18 @@ package state
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
-// ScanMarks hands over each variable's mark once, as Load has it (the
-// greatest of several commits), and stops at fn's first error.
-func TestClickHouseScanMarksHandsEachMarkAsLoadHasIt(t *testing.T) {
+// MarksOf hands over the mark of each variable asked for once, as Load
+// has it (the greatest of several commits), none of a variable not asked
+// for or without a mark, takes a chunk of ids far past max_query_size's
+// 256 KiB, and stops at fn's first error.
+func TestClickHouseMarksOfHandsEachMarkAsLoadHasIt(t *testing.T) {
 	s, _ := newClickHouseStore(t)
 	ctx := context.Background()
 	for _, ms := range [][]pipeline.Mark{
@@ -26,22 +29,29 @@ func TestClickHouseScanMarksHandsEachMarkAsLoadHasIt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// 30 000 ids of 40 bytes: 1.2 MB, where the query's text may hold
+	// 256 KiB.
+	ids := []string{"a", "c"}
+	for i := range 30000 {
+		ids = append(ids, fmt.Sprintf("unknown-variable-%023d", i))
+	}
 	got := map[string]pipeline.Mark{}
-	if err := s.ScanMarks(ctx, func(m pipeline.Mark) error {
+	if err := s.MarksOf(ctx, ids, func(m pipeline.Mark) error {
 		if _, dup := got[m.VariableID]; dup {
-			t.Fatalf("ScanMarks handed %s twice", m.VariableID)
+			t.Fatalf("MarksOf handed %s twice", m.VariableID)
 		}
 		got[m.VariableID] = m
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, want) || len(got) != 3 || got["a"].HwmMs != 300 || got["a"].CheckedMs != 302 {
-		t.Fatalf("ScanMarks gave %+v, Load %+v; want the same three marks, a at 300 with its own read's fields", got, want)
+	delete(want, "b")
+	if !reflect.DeepEqual(got, want) || len(got) != 2 || got["a"].HwmMs != 300 || got["a"].CheckedMs != 302 {
+		t.Fatalf("MarksOf(a, c, ...) gave %+v, Load %+v; want a and c as Load has them, a at 300 with its own read's fields", got, want)
 	}
 	stop := errors.New("stop")
 	n := 0
-	if err := s.ScanMarks(ctx, func(pipeline.Mark) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
-		t.Fatalf("ScanMarks with a failing fn: %v after %d marks, want its error after 1", err, n)
+	if err := s.MarksOf(ctx, []string{"a", "b", "c"}, func(pipeline.Mark) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
+		t.Fatalf("MarksOf with a failing fn: %v after %d marks, want its error after 1", err, n)
 	}
 }
