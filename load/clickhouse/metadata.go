@@ -168,8 +168,10 @@ func clampTime(t time.Time) time.Time {
 
 // metadataInsertRows bounds the rows of one INSERT of devices or
 // variables, so that the driver's column buffers stay small however large
-// the fleet.
-const metadataInsertRows = 50000
+// the fleet: a first sync of 10^6 variables holds 10,000 of them and their
+// block's buffers (about 10 MB) rather than 50,000 (about 55 MB, a fifth
+// of its peak heap), for 100 INSERTs instead of 20.
+const metadataInsertRows = 10000
 
 // fpString is the fingerprint encoding of a String column: its length in
 // bytes, a colon and the bytes, so that no two sequences of values encode
@@ -393,7 +395,7 @@ func (ch *changes[T]) read(ctx context.Context, fpExpr string, hash func(string)
 // its stored row seen, for Missing. The objects to write are held until
 // metadataInsertRows of them make one INSERT (Missing writes the rest), so
 // that a first walk of 10^6 variables, handed on a page at a time, makes
-// 20 parts, not a thousand.
+// 100 parts, not a thousand.
 func (ch *changes[T]) Write(ctx context.Context, objs []T) (written int, err error) {
 	var f fingerprint
 	ch.mu.Lock()
