@@ -183,6 +183,26 @@ func (b *bench) targets() []target {
 			add(k.what, f.median() >= 20, true, "%.0f×", f.median())
 		}
 	}
+	// Issue 26: the largest fleet's cycles stay within one process's
+	// bounds, and an idle cycle writes next to no metadata.
+	if n := fleetSizes[len(fleetSizes)-1] * fleetVarsPerDevice; b.find(fmt.Sprintf("fleet-rss-idle-%d", n)) != nil {
+		key := func(k string) *figure { return b.find(fmt.Sprintf("fleet-%s-%d", k, n)) }
+		for _, k := range []struct {
+			key, what string
+			bound     float64
+			unit      string
+		}{
+			{"rss-first", "first sync: peak RSS ≤ 256 MiB", 256, "MiB"},
+			{"rss-idle", "idle cycle: peak RSS ≤ 256 MiB", 256, "MiB"},
+			{"wall-idle", "idle cycle: wall time ≤ 20 s", 20, "s"},
+			{"cpu-idle", "idle cycle: fleetsync CPU ≤ 15 CPU-s", 15, "CPU-s"},
+			{"meta-idle", fmt.Sprintf("idle cycle: metadata rows written ≤ 1 %% of the fleet (%d)", n/100), float64(n / 100), "rows"},
+		} {
+			if f := key(k.key); f != nil && len(f.vals) > 0 {
+				add(fmt.Sprintf("%d variables, %s", n, k.what), f.max() <= k.bound, true, "%.1f %s (max %.1f)", f.median(), k.unit, f.max())
+			}
+		}
+	}
 	if f := b.find("go-DecodeSeries"); f != nil {
 		add("raw-series decoder ≥ 3 M points/s on one core", f.median() >= 3e6, true, "%.1f M points/s", f.median()/1e6)
 	} else {
