@@ -374,6 +374,41 @@ func TestChangedVariablesAfterAWalkThatWasNotGivenAnything(t *testing.T) {
 	}
 }
 
+// TestChangedVariablesReadsTheTableAgainOnlyWhenARowWasNotShown: a walk
+// that showed every live row (a cycle in which nothing was deleted) has
+// nothing missing without a second read of the table, so Missing answers
+// even on a cancelled context; one that lacks a row reads it again, and
+// fails on that context.
+func TestChangedVariablesReadsTheTableAgainOnlyWhenARowWasNotShown(t *testing.T) {
+	c := newTestClient(t, chtest.Shared(t), nil)
+	ctx := context.Background()
+	vars := []pipeline.Variable{{ID: "A1", DeviceID: "A"}, {ID: "A2", DeviceID: "A"}, {ID: "B1", DeviceID: "B"}}
+	if err := c.WriteVariables(ctx, vars, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	cancelled, cancel := context.WithCancel(ctx)
+	cancel()
+	for _, tc := range []struct {
+		walk    []pipeline.Variable
+		readErr bool
+	}{{vars, false}, {vars[:2], true}} {
+		ch, err := c.changedVariables(ctx, time.Now(), newIDHash())
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Shown twice, so that a row counts once however often it comes.
+		for range 2 {
+			if n, err := ch.Write(ctx, tc.walk); err != nil || n != 0 {
+				t.Fatalf("Write of the stored rows: %d written, %v", n, err)
+			}
+		}
+		missing, err := ch.Missing(cancelled)
+		if got := err != nil; got != tc.readErr || len(missing) != 0 {
+			t.Fatalf("walk of %d of 3 rows: Missing on a cancelled context = %v, %v; want a read (an error) %v", len(tc.walk), missing, err, tc.readErr)
+		}
+	}
+}
+
 // TestStoredIndexBytesPerRow: the index of 10^6 stored variables, built as
 // a cycle builds it (one row at a time from the stream), costs about 24
 // bytes a row, where their ids alone would cost 80 and more.

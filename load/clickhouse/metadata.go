@@ -266,6 +266,7 @@ type storedIndex struct {
 	hash    func(id string) idHash
 	entries []storedEntry // sorted by (key, check)
 	seen    []uint64      // a bit per entry: a Write was given its id
+	nseen   int           // how many bits of seen are set
 }
 
 // idHash is the 128-bit identity of an id in a storedIndex.
@@ -315,7 +316,13 @@ func (x *storedIndex) find(h idHash) int {
 	return i
 }
 
-func (x *storedIndex) markSeen(i int)     { x.seen[i/64] |= 1 << (i % 64) }
+func (x *storedIndex) markSeen(i int) {
+	if !x.wasSeen(i) {
+		x.seen[i/64] |= 1 << (i % 64)
+		x.nseen++
+	}
+}
+
 func (x *storedIndex) wasSeen(i int) bool { return x.seen[i/64]&(1<<(i%64)) != 0 }
 
 // changes stores one walk's objects of a table (devices or variables)
@@ -438,12 +445,14 @@ func (ch *changes[T]) flush(ctx context.Context) error {
 // Write was given, each with its device. Their ids are not held, so the
 // live rows are read again and each is looked up: one never seen is
 // missing; one without an entry was inserted since (by a Write of this
-// walk, or by another writer) and is not.
+// walk, or by another writer) and is not. When the walk showed every row,
+// as in a cycle in which nothing was deleted, nothing is read.
 func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error) {
 	ch.mu.Lock()
 	err := ch.flush(ctx)
+	all := ch.x.nseen == len(ch.x.entries)
 	ch.mu.Unlock()
-	if err != nil {
+	if err != nil || all {
 		return nil, err
 	}
 	var missing []pipeline.StoredRef
