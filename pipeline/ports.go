@@ -204,8 +204,9 @@ type VariableChanges interface {
 	// Write stores the variables whose live row, as it was when the walk
 	// began or as an earlier Write of the walk left it, is missing or
 	// differs from what WriteVariables would write, and returns how many
-	// those were. It may hold them back to write them together, until
-	// Missing.
+	// those were. A variable with no live row when the walk began is
+	// written each time it is given (the rows are alike). It may hold them
+	// back to write them together, until Missing.
 	Write(ctx context.Context, vars []Variable) (written int, err error)
 	// Missing writes what Write held back, then returns the live rows (as
 	// they were when the walk began) of variables no Write was given,

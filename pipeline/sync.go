@@ -151,19 +151,26 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 	s.log.Info("cycle planned", zap.String("floor", msTime(floor)), zap.Int("chunk", w.chunk))
 	walkStart := time.Now()
 	err := s.src.Walk(ctx, s.opts.Scope, w)
-	if err == nil {
-		err = w.flush(ctx)
-	}
 	clk.add(StageWalk, time.Since(walkStart)-w.inSink, err)
+	// The variables walked before a failure are moved all the same (one
+	// device whose listing fails every cycle must not hold back the last
+	// chunk for ever), unless the cycle was cancelled.
+	if ctx.Err() == nil {
+		if ferr := w.flush(ctx); err == nil {
+			err = ferr
+		}
+	}
 	sum.Devices, sum.Variables, sum.Skipped = w.devices, w.vars, w.skipped
 	s.absorb(sum, w.res)
-	s.observeLag(&w.lag, sum)
 	if w.res.CommitErr != nil {
 		return w.res.CommitErr
 	}
 	if err != nil {
 		return err
 	}
+	// Only a complete walk measured every variable: after a failed one
+	// the lag gauges keep what the last complete cycle found.
+	s.observeLag(&w.lag, sum)
 	s.log.Info("cycle walked", zap.Int("devices", sum.Devices), zap.Int("variables", sum.Variables),
 		zap.Int("to_read", w.toRead), zap.Int("idle", sum.Skipped))
 	// A *MetadataError (groups, organizations, event logs, deletion flags)
@@ -208,9 +215,14 @@ type cycleWalk struct {
 	floor int64
 	chunk int
 	// pending is the chunk being filled, seen its ids: a variable handed
-	// twice within one chunk is planned once (one handed again in a later
-	// chunk is planned against the mark its first move committed, read
-	// with that chunk's marks).
+	// twice within one chunk is planned, counted and measured once. One
+	// handed again in a later chunk (a listing that started over, or fell
+	// back from the account-wide list to each device's) is planned against
+	// the mark its first move committed, read with that chunk's marks,
+	// and counted and measured again: telling it apart would take a set of
+	// every id of the fleet, which the cycle does not hold. The listing's
+	// own paging already drops ids it has handed (fleetapi's keySet), so
+	// only a fallback can count a variable twice.
 	pending []Variable
 	seen    map[string]bool
 	// reported is whether a variable walked so far had a lastActivity
@@ -247,11 +259,11 @@ func (w *cycleWalk) Variables(ctx context.Context, vars []Variable) error {
 		}
 	}
 	for _, v := range vars {
-		w.vars++
 		if w.seen[v.ID] {
 			continue
 		}
 		w.seen[v.ID] = true
+		w.vars++
 		// What only the metadata needed is not kept.
 		v.Properties, v.Name = nil, ""
 		w.pending = append(w.pending, v)

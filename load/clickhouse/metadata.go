@@ -398,7 +398,10 @@ func (ch *changes[T]) read(ctx context.Context, fpExpr string, hash func(string)
 // and returns how many those were. The row is the live one as it was when
 // the walk began, or what an earlier Write of the walk gave for the same
 // id: an object listed twice is written again only if it changed in
-// between, and the last one listed is the one stored. Each object marks
+// between, and the last one listed is the one stored. An object new since
+// the walk began has no row in the index to update, so it is written each
+// time it is listed (alike rows, one once merged): remembering new ones
+// would hold the whole fleet in a first sync. Each object marks
 // its stored row seen, for Missing. The objects to write are held until
 // metadataInsertRows of them make one INSERT (Missing writes the rest), so
 // that a first walk of 10^6 variables, handed on a page at a time, makes
