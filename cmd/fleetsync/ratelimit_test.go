@@ -26,11 +26,28 @@ func rateTotals(stats []fleetsim.RateSecond, from int64) (admitted, limited, exh
 }
 
 func TestFirstSyncUnderAPerTokenLimitUsesNinetyPercentOfItAndIsRarelyRejected(t *testing.T) {
-	const limit = 4.0
 	// 44 devices × 4 variables, one variable per raw-series request: about
 	// 180 requests, 45 s at 4 per second.
+	firstSyncUnderALimit(t, 4, 44)
+}
+
+// At 20 requests per second the cautious start (4 per second, the hosted
+// service's documented limit) must still probe up to the limit fast
+// enough to use 90 % of it over a first sync.
+func TestFirstSyncUnderAFiveTimesHigherLimitStillUsesNinetyPercentOfIt(t *testing.T) {
+	// 300 devices × 4 variables: about 1,200 requests, 60 s at 20 per
+	// second, so that the climb from 4 is a small part of the sync.
+	firstSyncUnderALimit(t, 20, 300)
+}
+
+// firstSyncUnderALimit runs a first sync with nothing learned of devices ×
+// 4 variables against fleetsim limiting the token to limit requests per
+// second, and checks that it used at least 90 % of the limit, with under
+// 2 % of the requests after the first 10 s throttled and at most 5 % in
+// all.
+func firstSyncUnderALimit(t *testing.T, limit float64, devices int) {
 	w := newFaultWorld(t, worldOpts{
-		sim:    fleetsim.Options{Seed: 5, Devices: 44, Variables: 4, Points: 40, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{PerSecond: limit}},
+		sim:    fleetsim.Options{Seed: 5, Devices: devices, Variables: 4, Points: 40, Span: 2 * 24 * time.Hour, RateLimit: fleetsim.RateLimit{PerSecond: limit}},
 		source: "initial_requests_per_second: 4", // the default: nothing learned, a cautious start
 		sync:   "variables_per_request: 1",
 	})
@@ -68,6 +85,9 @@ func TestFirstSyncUnderAPerTokenLimitUsesNinetyPercentOfItAndIsRarelyRejected(t 
 	}
 	if lateShare >= 0.02 {
 		t.Errorf("%.1f%% of the requests after the first 10 s were throttled, want under 2%%", 100*lateShare)
+	}
+	if share := float64(limited) / float64(admitted+limited); share > 0.05 {
+		t.Errorf("%.1f%% of all requests were throttled, want at most 5%%", 100*share)
 	}
 	if strings.Contains(logs, testToken) {
 		t.Fatal("the token appears in the logs")
