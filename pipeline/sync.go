@@ -136,10 +136,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
 		Shard: s.opts.Shard,
 	}
-	w := &cycleWalk{s: s, clk: clk, po: po, floor: floor, chunk: s.opts.MoveChunk, seen: map[string]bool{}}
-	if w.chunk <= 0 {
-		w.chunk = DefaultMoveChunk
-	}
+	w := s.newCycleWalk(clk, po, floor)
 	if s.stages.Metadata != nil {
 		if err := clk.run(ctx, StageMetadata, func(ctx context.Context) (err error) {
 			w.meta, err = s.stages.Metadata.BeginSnapshot(ctx, !s.opts.Scope.Empty(), now)
@@ -149,17 +146,7 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 		}
 	}
 	s.log.Info("cycle planned", zap.String("floor", msTime(floor)), zap.Int("chunk", w.chunk))
-	walkStart := time.Now()
-	err := s.src.Walk(ctx, s.opts.Scope, w)
-	clk.add(StageWalk, time.Since(walkStart)-w.inSink, err)
-	// The variables walked before a failure are moved all the same (one
-	// device whose listing fails every cycle must not hold back the last
-	// chunk for ever), unless the cycle was cancelled.
-	if ctx.Err() == nil {
-		if ferr := w.flush(ctx); err == nil {
-			err = ferr
-		}
-	}
+	err := w.run(ctx, s.opts.Scope)
 	sum.Devices, sum.Variables, sum.Skipped = w.devices, w.vars, w.skipped
 	s.absorb(sum, w.res)
 	if w.res.CommitErr != nil {
@@ -236,11 +223,40 @@ type cycleWalk struct {
 	lag      lagSum
 	// inSink is the time the walk spent handing on, in the other stages.
 	inSink time.Duration
+	// plan makes a chunk's targets (nil: planWith, a cycle's plan), and
+	// markFn their marks; lagless leaves out the lag stage (a backfill's).
+	plan    func(part []Variable, marks *chunkMarks) ([]Target, int)
+	markFn  MarkFunc
+	lagless bool
 }
 
 // DefaultMoveChunk is how many variables a cycle plans and moves at a
 // time when SyncOptions.MoveChunk is 0.
 const DefaultMoveChunk = 20000
+
+func (s *Syncer) newCycleWalk(clk *stageClock, po PlanOptions, floor int64) *cycleWalk {
+	w := &cycleWalk{s: s, clk: clk, po: po, floor: floor, chunk: s.opts.MoveChunk, seen: map[string]bool{}, markFn: IncrementalMark}
+	if w.chunk <= 0 {
+		w.chunk = DefaultMoveChunk
+	}
+	return w
+}
+
+// run walks scope into w and moves the last chunk. The variables walked
+// before a failure are moved all the same (one device whose listing fails
+// every cycle must not hold back the last chunk for ever), unless the
+// run was cancelled.
+func (w *cycleWalk) run(ctx context.Context, scope Scope) error {
+	start := time.Now()
+	err := w.s.src.Walk(ctx, scope, w)
+	w.clk.add(StageWalk, time.Since(start)-w.inSink, err)
+	if ctx.Err() == nil {
+		if ferr := w.flush(ctx); err == nil {
+			err = ferr
+		}
+	}
+	return err
+}
 
 func (w *cycleWalk) Devices(ctx context.Context, devices []Device) error {
 	defer w.timeSink(time.Now())
@@ -296,7 +312,11 @@ func (w *cycleWalk) flush(ctx context.Context) error {
 			return fmt.Errorf("load marks: %w", err)
 		}
 		var skipped int
-		targets, skipped = planWith(part, marks.get, w.po)
+		if w.plan != nil {
+			targets, skipped = w.plan(part, marks)
+		} else {
+			targets, skipped = planWith(part, marks.get, w.po)
+		}
 		w.toRead += len(targets)
 		w.skipped += skipped
 		return nil
@@ -306,7 +326,7 @@ func (w *cycleWalk) flush(ctx context.Context) error {
 	if len(targets) > 0 {
 		var res RunResult
 		_ = w.clk.run(ctx, StageMove, func(ctx context.Context) error {
-			res = w.s.moveTo(ctx, marks, targets, w.po.Floor, IncrementalMark)
+			res = w.s.moveTo(ctx, marks, targets, w.po.Floor, w.markFn)
 			return res.err()
 		})
 		w.res.add(res)
@@ -316,6 +336,9 @@ func (w *cycleWalk) flush(ctx context.Context) error {
 		if res.CommitErr != nil {
 			return res.CommitErr
 		}
+	}
+	if w.lagless {
+		return nil
 	}
 	return w.clk.run(ctx, StageLag, func(context.Context) error {
 		w.s.lag(part, marks.get, w.floor, &w.lag)
@@ -352,37 +375,36 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 	if len(devices) > 0 {
 		scope = Scope{Devices: devices}
 	}
-	_, vars, err := WalkAll(ctx, s.src, scope)
-	if err != nil {
-		return sum, err
-	}
-	sum.Variables = len(vars)
-	marks, err := s.st.Load(ctx)
-	if err != nil {
-		return sum, fmt.Errorf("load marks: %w", err)
-	}
 	floor := s.Floor(now)
 	start, end := max(from, floor), min(to, now.UnixMilli())
 	if start > end {
 		return sum, fmt.Errorf("backfill range %s..%s lies outside the retention window (from %s) or in the future", msTime(from), msTime(to), msTime(floor))
 	}
-	var targets []Target
-	for _, v := range vars {
-		if !s.opts.Shard.Holds(v.ID) {
-			continue
+	clk := s.newStageClock()
+	defer clk.observe()
+	// The walk is taken as a cycle takes it, a chunk of variables at a
+	// time with their marks, so that a backfill of the whole fleet holds
+	// no more of it than a cycle does.
+	w := s.newCycleWalk(clk, PlanOptions{Floor: floor, Shard: s.opts.Shard}, floor)
+	w.markFn, w.lagless = BackfillMark(floor, s.opts.Lookback.Milliseconds()), true
+	w.plan = func(part []Variable, marks *chunkMarks) (targets []Target, skipped int) {
+		for _, v := range part {
+			if !s.opts.Shard.Holds(v.ID) {
+				continue
+			}
+			m, ok := marks.get(v.ID)
+			targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok, From: from})
 		}
-		m, ok := marks[v.ID]
-		targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok, From: from})
+		return targets, 0
 	}
-	markFn := BackfillMark(floor, s.opts.Lookback.Milliseconds())
-	var res RunResult
-	_ = s.stage(ctx, StageMove, func(ctx context.Context) error {
-		res = s.move(ctx, targets, floor, markFn)
-		return res.err()
-	})
-	s.absorb(&sum, res)
+	err := w.run(ctx, scope)
+	sum.Variables = w.vars
+	s.absorb(&sum, w.res)
 	sum.Duration = s.opts.Now().Sub(now)
-	return sum, res.CommitErr
+	if w.res.CommitErr != nil {
+		return sum, w.res.CommitErr
+	}
+	return sum, err
 }
 
 // move is the move stage: one Engine over targets, with the cycle's

@@ -128,3 +128,28 @@ func TestCycleReadsTheMarksAChunkAtATime(t *testing.T) {
 		t.Fatalf("%d marks stored, want 5", len(st.memStore.marks))
 	}
 }
+
+// A backfill takes the walk as a cycle does, a chunk at a time with the
+// chunk's marks, never loading every mark, and loads every point.
+func TestBackfillReadsTheMarksAChunkAtATime(t *testing.T) {
+	now := time.UnixMilli(1_750_000_000_000)
+	mem, _ := fixture(5, 10, now.UnixMilli()-10*60_000)
+	st := &loadCountingStore{memStore: &memStore{marks: map[string]Mark{}}}
+	w := &memWriter{rows: map[string]map[int64]Row{}}
+	s := NewSyncer(listingSource{mem}, w, Stages{}, st, SyncOptions{
+		Engine: EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour, Lookback: time.Hour, MoveChunk: 2,
+		Now: func() time.Time { return now },
+	}, nil, nil)
+	sum, err := s.Backfill(context.Background(), now.Add(-24*time.Hour).UnixMilli(), now.UnixMilli(), nil)
+	if err != nil || sum.Completed != 5 || sum.Variables != 5 {
+		t.Fatalf("backfill: %v, %d completed of %d variables, want 5 of 5", err, sum.Completed, sum.Variables)
+	}
+	if st.loads != 0 || st.scans != 3 || st.asked != 5 {
+		t.Fatalf("the backfill loaded every mark %d times and read some %d times, asking for %d; want 0, 3 (a read a chunk of 2) and 5", st.loads, st.scans, st.asked)
+	}
+	var ids []string
+	for id := range mem.points {
+		ids = append(ids, id)
+	}
+	checkLoaded(t, mem, w, ids)
+}

@@ -4,8 +4,8 @@ import "context"
 
 // WalkAll collects a whole walk of src: every in-scope device and
 // variable, each once. It holds the fleet, so it serves the commands that
-// need all of it at once (backfill, verify); a cycle takes the walk page by
-// page instead.
+// need all of it at once (verify); a cycle and a backfill take the walk
+// page by page instead.
 func WalkAll(ctx context.Context, src Source, scope Scope) ([]Device, []Variable, error) {
 	var c walkCollector
 	if err := src.Walk(ctx, scope, &c); err != nil {
