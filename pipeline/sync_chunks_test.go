@@ -105,10 +105,9 @@ func TestCycleReadsEachMarkOnceAndMovesInChunksExactly(t *testing.T) {
 	}
 }
 
-// A cycle reads the marks a chunk at a time and never loads them whole;
-// the second cycle sees what the first committed.
-func TestCycleReadsTheMarksAChunkAtATime(t *testing.T) {
-	now := time.UnixMilli(1_750_000_000_000)
+// chunkedSyncer syncs 5 variables of 10 points each, moved 2 at a time,
+// into a store that counts how it is read.
+func chunkedSyncer(now time.Time) (*Syncer, *memSource, *loadCountingStore, *memWriter) {
 	mem, _ := fixture(5, 10, now.UnixMilli()-10*60_000)
 	st := &loadCountingStore{memStore: &memStore{marks: map[string]Mark{}}}
 	w := &memWriter{rows: map[string]map[int64]Row{}}
@@ -116,6 +115,14 @@ func TestCycleReadsTheMarksAChunkAtATime(t *testing.T) {
 		Engine: EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour, Lookback: time.Hour, MoveChunk: 2,
 		Now: func() time.Time { return now },
 	}, nil, nil)
+	return s, mem, st, w
+}
+
+// A cycle reads the marks a chunk at a time and never loads them whole;
+// the second cycle sees what the first committed.
+func TestCycleReadsTheMarksAChunkAtATime(t *testing.T) {
+	now := time.UnixMilli(1_750_000_000_000)
+	s, _, st, _ := chunkedSyncer(now)
 	for range 2 {
 		if sum, err := s.Cycle(context.Background()); err != nil || sum.Completed != 5 {
 			t.Fatalf("cycle: %v, %d completed, want 5", err, sum.Completed)
@@ -133,13 +140,7 @@ func TestCycleReadsTheMarksAChunkAtATime(t *testing.T) {
 // chunk's marks, never loading every mark, and loads every point.
 func TestBackfillReadsTheMarksAChunkAtATime(t *testing.T) {
 	now := time.UnixMilli(1_750_000_000_000)
-	mem, _ := fixture(5, 10, now.UnixMilli()-10*60_000)
-	st := &loadCountingStore{memStore: &memStore{marks: map[string]Mark{}}}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	s := NewSyncer(listingSource{mem}, w, Stages{}, st, SyncOptions{
-		Engine: EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour, Lookback: time.Hour, MoveChunk: 2,
-		Now: func() time.Time { return now },
-	}, nil, nil)
+	s, mem, st, w := chunkedSyncer(now)
 	sum, err := s.Backfill(context.Background(), now.Add(-24*time.Hour).UnixMilli(), now.UnixMilli(), nil)
 	if err != nil || sum.Completed != 5 || sum.Variables != 5 {
 		t.Fatalf("backfill: %v, %d completed of %d variables, want 5 of 5", err, sum.Completed, sum.Variables)
