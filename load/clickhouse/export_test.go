@@ -23,3 +23,9 @@ func OpenTestClientOn(t testing.TB, db string) *Client {
 	}
 	return newTestClient(t, srv, func(c *Config) { c.Database = db })
 }
+
+// RollupCounts is how many variables c's hook was handed, and how many of
+// them it wrote from a proven record instead of recomputing (held.go).
+func (c *Client) RollupCounts(t testing.TB) (handed, proven float64) {
+	return counterValue(t, c.metrics.rollupVariables), counterValue(t, c.metrics.rollupProven)
+}

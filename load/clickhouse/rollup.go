@@ -100,8 +100,21 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 	return c.readReplicated(ctx, func(ctx context.Context) error { return c.recompute(ctx, touched) }, TableDatapoints)
 }
 
-// recompute is Recompute's statements.
+// Rollups is the Client as the engine's Rollup hook. From then on its
+// writes keep what may spare a recompute (held.go).
+func (c *Client) Rollups() pipeline.Rollup {
+	c.held.on.Store(true)
+	return c
+}
+
+// recompute is Recompute's statements: the rows of the variables whose
+// loads prove them written from what was loaded (held.go), the others
+// recomputed.
 func (c *Client) recompute(ctx context.Context, touched []pipeline.Touched) error {
+	touched, err := c.writeProven(ctx, touched)
+	if err != nil || len(touched) == 0 {
+		return err
+	}
 	// The two tables are independent: their statements run side by side,
 	// on two of the pool's connections, since each is one thread's work
 	// on the server.

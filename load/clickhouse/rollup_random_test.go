@@ -42,8 +42,21 @@ func stream(t *testing.T, c *clickhouse.Client, rows []pipeline.Row, chunk int) 
 // TestAStreamedBackfillsRollupsAreWhatFinalHolds: a first load of every
 // variable through two streamed INSERTs, newest first as the service
 // answers, recomputed in statements side by side (hourlyStreams).
+//
+// With the hook taken (Client.Rollups), every variable's rows are written
+// from what the client loaded, proven; without it, recomputed: both ways
+// give the rows FINAL holds.
 func TestAStreamedBackfillsRollupsAreWhatFinalHolds(t *testing.T) {
+	for _, hook := range []bool{false, true} {
+		t.Run(fmt.Sprint("hook ", hook), func(t *testing.T) { streamedBackfill(t, hook) })
+	}
+}
+
+func streamedBackfill(t *testing.T, hook bool) {
 	c := clickhouse.OpenTestClient(t)
+	if hook {
+		c.Rollups()
+	}
 	var rows []pipeline.Row
 	var touched []pipeline.Touched
 	for v := range 20 {
@@ -67,6 +80,13 @@ func TestAStreamedBackfillsRollupsAreWhatFinalHolds(t *testing.T) {
 	if h, l := rolluptest.Check(t, c); h < 20*100 || l != 20 {
 		t.Errorf("compared %d hourly and %d latest rows", h, l)
 	}
+	want := 0.0
+	if hook {
+		want = 20
+	}
+	if handed, proven := c.RollupCounts(t); handed != 20 || proven != want {
+		t.Errorf("%v variables handed, %v written from proven records, want 20 and %v", handed, proven, want)
+	}
 }
 
 // TestRollupsAreWhatFinalHoldsWhateverTheWritersDid runs random
@@ -76,13 +96,16 @@ func TestAStreamedBackfillsRollupsAreWhatFinalHolds(t *testing.T) {
 // recompute; another writer changing values of the same points and adding
 // its own (with its own hook); merges at random moments. Whenever every
 // writer has handed what it loaded to its hook, both tables must be what
-// FINAL holds. FLEETSYNC_ROLLUP_SEEDS sets the number of histories
-// (default 12).
+// FINAL holds. Writer a keeps records of what it loads (Client.Rollups),
+// and b on every other history, so the rows written from a proven record
+// meet every one of these; across the histories both ways must be taken.
+// FLEETSYNC_ROLLUP_SEEDS sets the number of histories (default 12).
 func TestRollupsAreWhatFinalHoldsWhateverTheWritersDid(t *testing.T) {
 	seeds := 12
 	if s, err := strconv.Atoi(os.Getenv("FLEETSYNC_ROLLUP_SEEDS")); err == nil {
 		seeds = s
 	}
+	var handed, proven float64
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			h := newHistory(t, uint64(seed))
@@ -90,7 +113,13 @@ func TestRollupsAreWhatFinalHoldsWhateverTheWritersDid(t *testing.T) {
 				h.step()
 			}
 			h.settle()
+			n, p := h.a.RollupCounts(t)
+			handed, proven = handed+n, proven+p
 		})
+	}
+	t.Logf("writer a's hook: %v variables handed, %v written from proven records", handed, proven)
+	if proven == 0 || proven == handed {
+		t.Errorf("writer a's hook wrote %v of %v variables from proven records: the histories must take both ways", proven, handed)
 	}
 }
 
@@ -103,12 +132,16 @@ type history struct {
 	loaded  bool // datapoints has rows: Check compares nothing otherwise
 	// since is what a loaded since its hook last ran.
 	since []pipeline.Row
-	fresh int // variables made for one step
+	made  int // variables made for one step
 }
 
 func newHistory(t *testing.T, seed uint64) *history {
 	a := clickhouse.OpenTestClientOn(t, "")
 	b := clickhouse.OpenTestClientOn(t, a.Database())
+	a.Rollups()
+	if seed%2 == 0 {
+		b.Rollups()
+	}
 	return &history{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), a: a, b: b,
 		vars:    []string{"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"},
 		touched: map[*clickhouse.Client]map[string]pipeline.Touched{a: {}, b: {}}}
@@ -235,9 +268,11 @@ func (h *history) sendSome(in pipeline.Insert, rows []pipeline.Row, part bool) [
 }
 
 func (h *history) step() {
-	k := h.rng.IntN(11)
+	k := h.rng.IntN(12)
 	h.t.Logf("step %d", k)
 	switch {
+	case k == 11:
+		h.fresh()
 	case k < 4:
 		h.load(h.a, 0, h.rng.IntN(8) == 0)
 	case k < 5:
@@ -314,8 +349,8 @@ func (h *history) optimize() {
 // versions, but the first half's values are the later INSERT's.
 func (h *history) straddle() {
 	// A variable of its own, so that a first load's count can pass.
-	h.fresh++
-	id := fmt.Sprint("s", h.fresh)
+	h.made++
+	id := fmt.Sprint("s", h.made)
 	rows := h.rows(id, 2+h.rng.IntN(30), 0.75)
 	half := len(rows) / 2
 	early, err := h.a.Begin(context.Background())
@@ -350,14 +385,58 @@ func (h *history) straddle() {
 // the hook as a first load: until a merge the table holds those points
 // twice, all of a's versions.
 func (h *history) reread() {
-	h.fresh++
-	rows := h.rows(fmt.Sprint("r", h.fresh), 2+h.rng.IntN(30), 0)
+	h.made++
+	rows := h.rows(fmt.Sprint("r", h.made), 2+h.rng.IntN(30), 0)
 	i := h.rng.IntN(len(rows))
 	again := slices.Clone(rows[i:min(len(rows), i+1+h.rng.IntN(10))])
 	stream(h.t, h.a, rows, 1+h.rng.IntN(30))
 	stream(h.t, h.a, again, 1+h.rng.IntN(30))
 	h.note(h.a, rows, true)
 	h.since = append(h.since, rows...)
+	h.hook(h.a)
+}
+
+// fresh loads a new variable through a, in one to three INSERTs of
+// disjoint runs in any order, and hands it to a's hook. b may write some
+// of the same points with other values, before a (a smaller version, which
+// a merge drops) or after it (a greater one, which a merge keeps), and a
+// merge may follow: a's record proves its rows only when the table holds
+// a's rows and nothing else.
+func (h *history) fresh() {
+	h.made++
+	rows := h.rows(fmt.Sprint("f", h.made), 2+h.rng.IntN(60), 0.125)
+	var other []pipeline.Row
+	for _, r := range rows {
+		if h.rng.IntN(3) == 0 {
+			r.Value += 500
+			other = append(other, r)
+		}
+	}
+	when := h.rng.IntN(4) // 0: b first, 1: b after, else: b not at all
+	if when == 0 && len(other) > 0 {
+		stream(h.t, h.b, other, 1+h.rng.IntN(30))
+		h.note(h.b, other, true)
+	}
+	parts := [][]pipeline.Row{rows}
+	if n := h.rng.IntN(3); n > 0 && len(rows) > 2 {
+		cut := 1 + h.rng.IntN(len(rows)-1)
+		parts = [][]pipeline.Row{rows[:cut], rows[cut:]}
+		if n == 2 {
+			parts[0], parts[1] = parts[1], parts[0]
+		}
+	}
+	for _, p := range parts {
+		stream(h.t, h.a, p, 1+h.rng.IntN(30))
+	}
+	h.note(h.a, rows, true)
+	h.since = append(h.since, rows...)
+	if when == 1 && len(other) > 0 {
+		stream(h.t, h.b, other, 1+h.rng.IntN(30))
+		h.note(h.b, other, true)
+	}
+	if h.rng.IntN(2) == 0 {
+		h.optimize()
+	}
 	h.hook(h.a)
 }
 

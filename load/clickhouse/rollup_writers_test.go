@@ -2,6 +2,7 @@ package clickhouse_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/fleetsync/fleetsync/load/clickhouse"
@@ -57,20 +58,36 @@ func (r *rollupAfter) Recompute(ctx context.Context, touched []pipeline.Touched)
 // must hold what FINAL holds, the second writer's values, whichever
 // writer's rollup runs last. The old loaded path wrote the first writer's
 // own aggregates there, its count of keys matching after the merge.
+//
+// The second writer is the same client (a second pass of the process) or
+// another one (another process), each keeping records of what it loads
+// (Client.Rollups): the first writer's record must not prove its rows.
 func TestAWritersRollupAfterAnotherWritersValuesHoldsTheValuesFinalKeeps(t *testing.T) {
+	for _, same := range []bool{true, false} {
+		t.Run(fmt.Sprint("same client ", same), func(t *testing.T) { writersAfterAnother(t, same) })
+	}
+}
+
+func writersAfterAnother(t *testing.T, same bool) {
 	c := clickhouse.OpenTestClient(t)
+	second := c
+	if !same {
+		second = clickhouse.OpenTestClientOn(t, c.Database())
+	}
+	c.Rollups()
+	second.Rollups()
 	ctx := context.Background()
 	ts := []int64{base + 1000, base + 2000, base + hour + 5000}
 	target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + 2*hour, From: base}}
-	run := func(value float64, r pipeline.Rollup) {
+	run := func(value float64, w *clickhouse.Client, r pipeline.Rollup) {
 		t.Helper()
-		res := pipeline.NewEngine(pointSource{ts: ts, value: value}, c, nil, pipeline.EngineOptions{Rollup: r}, nil, nil, nil).Run(ctx, target)
+		res := pipeline.NewEngine(pointSource{ts: ts, value: value}, w, nil, pipeline.EngineOptions{Rollup: r}, nil, nil, nil).Run(ctx, target)
 		if len(res.Failed) > 0 || res.CommitErr != nil || res.Points != int64(len(ts)) {
 			t.Fatalf("pass with value %v: %d points, failed %v, commit %v", value, res.Points, res.Failed, res.CommitErr)
 		}
 	}
-	run(1, &rollupAfter{r: c, first: func() {
-		run(2, c)
+	run(1, c, &rollupAfter{r: c, first: func() {
+		run(2, second, second)
 		if err := c.Conn().Exec(ctx, "OPTIMIZE TABLE "+c.Table(clickhouse.TableDatapoints)+" FINAL"); err != nil {
 			t.Fatal(err)
 		}
@@ -82,5 +99,9 @@ func TestAWritersRollupAfterAnotherWritersValuesHoldsTheValuesFinalKeeps(t *test
 	}
 	if sum != 6 {
 		t.Errorf("the hourly sums of v add up to %v, want 6 (three points of the second writer's value 2)", sum)
+	}
+	// The first writer's hook ran last, its record's version merged away.
+	if _, proven := c.RollupCounts(t); !same && proven != 0 {
+		t.Errorf("the first writer wrote %v variables from its record, whose rows the merge dropped", proven)
 	}
 }

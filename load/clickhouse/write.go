@@ -65,6 +65,13 @@ func (c *Client) Write(ctx context.Context, chunks []*pipeline.Batch) error {
 	if err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", rows, c.Table(TableDatapoints), err)
 	}
+	// Folded once acknowledged: the attempts that failed may have stored
+	// rows too, which the proof counts as rows no record explains.
+	var recs []*record
+	for _, ch := range chunks {
+		recs = c.held.fold(ch, version, place, recs)
+	}
+	c.held.ack(version, recs)
 	c.metrics.rows.WithLabelValues(TableDatapoints).Add(float64(rows))
 	return nil
 }
@@ -153,6 +160,9 @@ type insert struct {
 	place   *placement
 	sc      *scratch
 	rows    int
+	// recs are the records its rows were folded into (held.go), told of
+	// the version once Commit succeeds.
+	recs []*record
 	// busy is the time spent sending rows, not waiting for them, so the
 	// insert duration metric says how long ClickHouse takes, not the source.
 	busy time.Duration
@@ -170,6 +180,7 @@ func (in *insert) Append(ch *pipeline.Batch) error {
 		return in.c.writeError(fmt.Sprintf("send %d rows to %s", ch.Len(), in.c.Table(TableDatapoints)), err)
 	}
 	in.rows += ch.Len()
+	in.recs = in.c.held.fold(ch, in.version, in.place, in.recs)
 	return nil
 }
 
@@ -182,6 +193,7 @@ func (in *insert) Commit() error {
 	if err != nil {
 		return in.c.writeError(fmt.Sprintf("insert %d rows into %s", in.rows, in.c.Table(TableDatapoints)), err)
 	}
+	in.c.held.ack(in.version, in.recs)
 	in.c.metrics.rows.WithLabelValues(TableDatapoints).Add(float64(in.rows))
 	return nil
 }
@@ -237,12 +249,7 @@ func (sc *scratch) fill(ch *pipeline.Batch, version uint64) {
 	sc.lng = grow(sc.lng, n)
 	sc.version = grow(sc.version, n)
 	for i, ms := range ch.TsMs {
-		// Floor division: a negative ms must not round up into the next second.
-		s := ms / 1000
-		if ms%1000 < 0 {
-			s--
-		}
-		sc.tsSec[i] = s
+		sc.tsSec[i] = floorSeconds(ms)
 	}
 	// Pointers into the chunk's own slices: clickhouse-go copies the values
 	// during Append, and nil is NULL.
