@@ -191,6 +191,7 @@ func (h *held) foldRun(ch *pipeline.Batch, i, j int, version uint64, place *plac
 		return nil
 	}
 	var first *record
+	versionsCap, runsCap := cap(r.versions), cap(r.runs)
 	if n := len(r.versions); n == 0 || r.versions[n-1].version != version {
 		if slices.ContainsFunc(r.versions, func(v versionRows) bool { return v.version == version }) {
 			// Runs of one INSERT interleaved with another's: rare, and
@@ -230,9 +231,10 @@ func (h *held) foldRun(ch *pipeline.Batch, i, j int, version uint64, place *plac
 		}
 		r.cells = append(r.cells, newCell(ms, v))
 	}
-	// The cells' capacity is what they cost.
-	grew := (cap(r.cells) - capBefore) * cellBytes
-	if !r.addRun(span{min(ts[0], ts[len(ts)-1]), max(ts[0], ts[len(ts)-1])}) || h.bytes+grew > maxHeldBytes {
+	ok := r.addRun(span{min(ts[0], ts[len(ts)-1]), max(ts[0], ts[len(ts)-1])})
+	// What the slices' capacity grew by is what they cost.
+	grew := (cap(r.cells)-capBefore)*cellBytes + (cap(r.versions)-versionsCap)*24 + (cap(r.runs)-runsCap)*16
+	if !ok || h.bytes+grew > maxHeldBytes {
 		h.spoil(r)
 		return first
 	}
