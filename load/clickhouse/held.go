@@ -144,6 +144,26 @@ type held struct {
 	mu    sync.Mutex
 	vars  map[string]*record
 	bytes int
+	// minRows is the fewest rows a record must hold to be proven, 0 for
+	// minProvenRows (tests lower it).
+	minRows int64
+}
+
+// minProvenRows is the fewest rows a record is proven with. The count
+// reads each variable's granules of datapoints (8,192 rows) from its
+// first hour on, as the recompute does under FINAL; for a variable that
+// loaded a few points, an incremental cycle's, the recompute costs little
+// more than the count, which besides fails whenever earlier points share
+// that hour. So those are recomputed directly.
+const minProvenRows = 1024
+
+// rows is how many rows the record counts, over every version.
+func (r *record) rows() int64 {
+	var n int64
+	for _, v := range r.versions {
+		n += v.rows
+	}
+	return n
 }
 
 // fold adds the rows of ch, sent under version, to their variables'
@@ -349,9 +369,10 @@ func (c *Client) writeProven(ctx context.Context, touched []pipeline.Touched) ([
 		ids[i] = t.VariableID
 	}
 	recs := c.held.take(ids)
+	least := cmp.Or(c.held.minRows, minProvenRows)
 	var candidates, rest []pipeline.Touched
 	for _, t := range touched {
-		if r := recs[t.VariableID]; r != nil && t.Loaded {
+		if r := recs[t.VariableID]; r != nil && t.Loaded && r.rows() >= least {
 			candidates = append(candidates, t)
 			continue
 		}

@@ -20,7 +20,10 @@ import (
 // before the marks that would stop it being read again (pipeline.Touched).
 // A materialized view cannot do this: it sees every re-read row as a new
 // one and would count it twice. Only what the table holds is read, so the
-// rows hold the values FINAL keeps, whoever wrote them.
+// rows hold the values FINAL keeps, whoever wrote them. Most of a
+// backfill's reading is spared by held.go: a variable whose rows in the
+// table are proven to be exactly those this process inserted gets rows
+// written from the sums its writer kept; the others are recomputed here.
 //
 // Why a recompute replaces the old row deterministically. A row's version
 // is NextVersion taken when the recompute starts, after the points it is

@@ -16,9 +16,24 @@ import (
 )
 
 // stream loads rows through one streamed INSERT of c, cut into chunks of
-// at most chunk rows.
+// at most chunk rows; when chunk is a multiple of 3, through one Write of
+// those chunks instead, the writer's other way in.
 func stream(t *testing.T, c *clickhouse.Client, rows []pipeline.Row, chunk int) {
 	t.Helper()
+	if chunk%3 == 0 {
+		var chunks []*pipeline.Batch
+		for i := 0; i < len(rows); i += chunk {
+			var b pipeline.Batch
+			for _, r := range rows[i:min(len(rows), i+chunk)] {
+				b.Append(r)
+			}
+			chunks = append(chunks, &b)
+		}
+		if err := c.Write(context.Background(), chunks); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	in, err := c.Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -43,19 +58,27 @@ func stream(t *testing.T, c *clickhouse.Client, rows []pipeline.Row, chunk int) 
 // variable through two streamed INSERTs, newest first as the service
 // answers, recomputed in statements side by side (hourlyStreams).
 //
-// With the hook taken (Client.Rollups), every variable's rows are written
-// from what the client loaded, proven; without it, recomputed: both ways
-// give the rows FINAL holds.
+// With the hook taken (Client.Rollups), the rows of every variable that
+// loaded at least minProvenRows points (5 of them here) are written from
+// what the client loaded, proven, and the others' recomputed; all of them
+// proven when small records may be; without the hook all recomputed. Each
+// way gives the rows FINAL holds.
 func TestAStreamedBackfillsRollupsAreWhatFinalHolds(t *testing.T) {
-	for _, hook := range []bool{false, true} {
-		t.Run(fmt.Sprint("hook ", hook), func(t *testing.T) { streamedBackfill(t, hook) })
+	for _, tc := range []struct {
+		hook, small bool
+		proven      float64
+	}{{false, false, 0}, {true, false, 5}, {true, true, 20}} {
+		t.Run(fmt.Sprintf("hook %v small %v", tc.hook, tc.small), func(t *testing.T) { streamedBackfill(t, tc.hook, tc.small, tc.proven) })
 	}
 }
 
-func streamedBackfill(t *testing.T, hook bool) {
+func streamedBackfill(t *testing.T, hook, small bool, want float64) {
 	c := clickhouse.OpenTestClient(t)
 	if hook {
 		c.Rollups()
+	}
+	if small {
+		c.ProveSmallRecords()
 	}
 	var rows []pipeline.Row
 	var touched []pipeline.Touched
@@ -79,10 +102,6 @@ func streamedBackfill(t *testing.T, hook bool) {
 	recompute(t, c, touched)
 	if h, l := rolluptest.Check(t, c); h < 20*100 || l != 20 {
 		t.Errorf("compared %d hourly and %d latest rows", h, l)
-	}
-	want := 0.0
-	if hook {
-		want = 20
 	}
 	if handed, proven := c.RollupCounts(t); handed != 20 || proven != want {
 		t.Errorf("%v variables handed, %v written from proven records, want 20 and %v", handed, proven, want)
@@ -139,8 +158,10 @@ func newHistory(t *testing.T, seed uint64) *history {
 	a := clickhouse.OpenTestClientOn(t, "")
 	b := clickhouse.OpenTestClientOn(t, a.Database())
 	a.Rollups()
+	a.ProveSmallRecords()
 	if seed%2 == 0 {
 		b.Rollups()
+		b.ProveSmallRecords()
 	}
 	return &history{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), a: a, b: b,
 		vars:    []string{"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"},

@@ -74,8 +74,10 @@ func writersAfterAnother(t *testing.T, same bool) {
 	if !same {
 		second = clickhouse.OpenTestClientOn(t, c.Database())
 	}
-	c.Rollups()
-	second.Rollups()
+	for _, w := range []*clickhouse.Client{c, second} {
+		w.Rollups()
+		w.ProveSmallRecords()
+	}
 	ctx := context.Background()
 	ts := []int64{base + 1000, base + 2000, base + hour + 5000}
 	target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + 2*hour, From: base}}
