@@ -23,23 +23,28 @@ import (
 // cheap query, without FINAL, proves that the table holds exactly those
 // rows from the record's first hour on; otherwise it recomputes as before.
 //
-// Why the proof is exact. Let W be the window from the start of the
-// hour of the handed range's start, open-ended. The query counts the
+// Why the proof is exact. Let W be the window from the start of the hour
+// of the handed range's start, or of the record's first row if earlier,
+// open-ended: every row of the record is in W. The query counts the
 // variable's rows in W by version; the record passes when the counts are
 // those the record holds, for every version and no other, every version
 // was acknowledged (its INSERT's Commit returned), and the record's rows
 // are pairwise distinct points (every run of rows of one variable in a
 // chunk is strictly monotone in time and no two runs' time ranges
-// overlap). Then:
+// overlap). An INSERT is never sent twice under its version (Write keeps
+// no record of an INSERT it had to retry), so the table holds each row
+// of a record's INSERTs at most once. Then:
 //   - no row of another writer, or of an INSERT that failed, is in W;
 //   - a row of ours leaves the table only by a merge with a row of the
 //     same point and a greater version, which is then in W under a
 //     version that is not ours, or under ours, which distinct points
-//     exclude; or by a merge with a copy of itself (an INSERT retried with
-//     its version), which leaves its values;
+//     exclude; or by a deletion by hand;
 //   - so the counts being equal, the table holds each of the record's rows
-//     in W at least once and nothing else, and FINAL over W is the
-//     record's rows, each once.
+//     in W exactly once and nothing else (a row missing would need another
+//     row of its version in W that the record lacks, and a record holds
+//     all of an INSERT's rows of its variable unless it was dropped and
+//     started again, which leaves it fewer), and FINAL over W is the
+//     record's rows.
 // The rows written then take a version drawn before the query, as a
 // recompute does (see rollup.go): a load acknowledged after the query's
 // snapshot is followed by its writer's recompute with a greater version.
@@ -48,10 +53,17 @@ import (
 // dropped (the memory bound, a Recompute taking it) and started again
 // counts fewer rows than the table holds under some version. So records
 // may be dropped at any time, and are, whenever that keeps things simple.
+//
+// The sums are added in the order the rows came, ClickHouse's in its
+// own: they agree to rounding (verify compares them so), not bit for bit.
 
 // maxHeldBytes bounds the memory of the records. A record beyond it is
 // not kept, and its variable is recomputed from FINAL.
 const maxHeldBytes = 24 << 20
+
+// maxHeldValue bounds the values a record adds up: 3.6 M of them add up
+// to less than the largest float64, in any order.
+const maxHeldValue = 1e300
 
 // maxRuns bounds the time ranges a record keeps to prove its rows
 // distinct; a variable whose rows come in more runs than that (rows of
@@ -233,10 +245,11 @@ func (h *held) foldRun(ch *pipeline.Batch, i, j int, version uint64, place *plac
 	up := len(ts) < 2 || ts[1] > ts[0]
 	for k, ms := range ts {
 		v := vals[k]
-		// Bit for bit as ClickHouse only for finite values other than -0
-		// (the order in which min meets 0 and -0 would matter), and only
-		// inside DateTime's range, where toStartOfHour(ts) is hourStart.
-		if math.IsNaN(v) || math.IsInf(v, 0) || (v == 0 && math.Signbit(v)) ||
+		// As ClickHouse only for values whose sums over an hour (at most
+		// 3.6 M points) cannot overflow in any order, other than -0 (the
+		// order in which min meets 0 and -0 would matter), and only inside
+		// DateTime's range, where toStartOfHour(ts) is hourStart.
+		if math.IsNaN(v) || math.Abs(v) > maxHeldValue || (v == 0 && math.Signbit(v)) ||
 			ms < 0 || ms >= (1<<32)*1000 || ch.DeviceID[i+k] != r.device ||
 			(k > 0 && (ms > ts[k-1]) != up) || (k > 0 && ms == ts[k-1]) {
 			h.spoil(r)
@@ -383,7 +396,9 @@ func (c *Client) writeProven(ctx context.Context, touched []pipeline.Touched) ([
 		byID[t.VariableID] = t
 	}
 	for _, b := range batches(candidates, rollupBatch, func(t pipeline.Touched) window {
-		return window{from: hourStart(t.FromMs)}
+		// From the record's first row if the range starts later, so that
+		// every row the record would write is counted.
+		return window{from: hourStart(min(t.FromMs, recs[t.VariableID].runs[0].from))}
 	}) {
 		version := c.NextVersion()
 		counts, err := c.versionCounts(ctx, b.ids, b.from)

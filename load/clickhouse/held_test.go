@@ -160,6 +160,11 @@ func TestHeldRecordsThatCannotProveTheirRowsAreNotTaken(t *testing.T) {
 			rows[3].v = math.Inf(-1)
 			foldAcked(h, heldBatch(rows...))
 		},
+		"a value whose sums could overflow": func(h *held) {
+			rows := up("v", base0, 10)
+			rows[3].v = -1e301
+			foldAcked(h, heldBatch(rows...))
+		},
 		"a negative zero": func(h *held) {
 			rows := up("v", base0, 10)
 			rows[3].v = math.Copysign(0, -1)

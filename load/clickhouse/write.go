@@ -59,19 +59,24 @@ func (c *Client) Write(ctx context.Context, chunks []*pipeline.Batch) error {
 		clear(sc.lng)
 		scratchPool.Put(sc)
 	}()
+	attempts := 0
 	err = c.Retry(ctx, TableDatapoints, func(ctx context.Context) error {
+		attempts++
 		return c.insertPoints(ctx, chunks, version, place, sc)
 	})
 	if err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", rows, c.Table(TableDatapoints), err)
 	}
-	// Folded once acknowledged: the attempts that failed may have stored
-	// rows too, which the proof counts as rows no record explains.
-	var recs []*record
-	for _, ch := range chunks {
-		recs = c.held.fold(ch, version, place, recs)
+	// Folded once acknowledged, and only when sent once: a failed attempt
+	// may have stored the rows under the same version, which a record's
+	// proof must never meet (held.go).
+	if attempts == 1 {
+		var recs []*record
+		for _, ch := range chunks {
+			recs = c.held.fold(ch, version, place, recs)
+		}
+		c.held.ack(version, recs)
 	}
-	c.held.ack(version, recs)
 	c.metrics.rows.WithLabelValues(TableDatapoints).Add(float64(rows))
 	return nil
 }
