@@ -3,6 +3,8 @@ package clickhouse_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"time"
 	"testing"
 
 	"github.com/fleetsync/fleetsync/load/clickhouse"
@@ -105,5 +107,56 @@ func writersAfterAnother(t *testing.T, same bool) {
 	// The first writer's hook ran last, its record's version merged away.
 	if _, proven := c.RollupCounts(t); !same && proven != 0 {
 		t.Errorf("the first writer wrote %v variables from its record, whose rows the merge dropped", proven)
+	}
+}
+
+// A record whose rows start below the range it is handed with is counted
+// from its first row: here its rows of the first hour were overwritten by
+// another writer, and rows under its own version that it does not hold
+// (as if it had been dropped and started again mid-INSERT) sit in the
+// handed range, making the count over that range alone match it. Counted
+// from the handed range only, it would write its stale first hour and an
+// incomplete third.
+func TestARecordIsCountedFromItsFirstRowWhateverTheRangeHanded(t *testing.T) {
+	ctx := context.Background()
+	c := clickhouse.OpenTestClient(t)
+	c.Rollups()
+	c.ProveSmallRecords()
+	other := clickhouse.OpenTestClientOn(t, c.Database())
+	point := func(ts int64, v float64) pipeline.Row {
+		return pipeline.Row{VariableID: "v", DeviceID: "d", DeviceLabel: "dev", VariableLabel: "x", TsMs: ts, Value: v, Context: "{}"}
+	}
+	var first, third []pipeline.Row
+	for i := range int64(10) {
+		first = append(first, point(base+i*1000, 1))
+		third = append(third, point(base+2*hour+i*1000, 1))
+	}
+	write(t, c, append(slices.Clone(first), third...)...)
+	var version uint64
+	if err := c.Conn().QueryRow(ctx, "SELECT max(version) FROM "+c.Table(clickhouse.TableDatapoints)).Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	for i := range first {
+		first[i].Value = 7
+	}
+	recompute(t, other, write(t, other, first...))
+	// Ten more rows under the record's version, in the third hour.
+	b, err := c.Conn().PrepareBatch(ctx, "INSERT INTO "+c.Table(clickhouse.TableDatapoints)+" (variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, version)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range int64(10) {
+		ts := base + 2*hour + 500 + i*1000
+		if err := b.Append("v", "d", "dev", "x", ts, time.UnixMilli(ts), 3.0, "{}", version); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+	recompute(t, c, []pipeline.Touched{{VariableID: "v", FromMs: third[0].TsMs, ToMs: third[9].TsMs + 500, Loaded: true}})
+	rolluptest.Check(t, c)
+	if _, proven := c.RollupCounts(t); proven != 0 {
+		t.Errorf("%v variables written from the record", proven)
 	}
 }
