@@ -27,46 +27,40 @@ import (
 // of the handed range's start, or of the record's first row if earlier,
 // open-ended: every row of the record is in W. The query counts the
 // variable's rows in W by version; the record passes when the counts are
-// those the record holds, for every version and no other, every version
-// was acknowledged (its INSERT's Commit returned), and the record's rows
-// are pairwise distinct points (every run of rows of one variable in a
-// chunk is strictly monotone in time and no two runs' time ranges
-// overlap). An INSERT is never sent twice under its version (Write keeps
-// no record of an INSERT it had to retry), so the table holds each row
-// of a record's INSERTs at most once. Then:
-//   - no row of another writer, or of an INSERT that failed, is in W;
-//   - a row of ours leaves the table only by a merge with a row of the
-//     same point and a greater version, which is then in W under a
-//     version that is not ours, or under ours, which distinct points
-//     exclude; or by a deletion by hand;
-//   - so the counts being equal, the table holds each of the record's rows
-//     in W exactly once and nothing else (a row missing would need another
-//     row of its version in W that the record lacks, and a record holds
-//     all of an INSERT's rows of its variable unless it was dropped and
-//     started again, which leaves it fewer), and FINAL over W is the
-//     record's rows.
-// The rows written then take a version drawn before the query, as a
-// recompute does (see rollup.go): a load acknowledged after the query's
-// snapshot is followed by its writer's recompute with a greater version.
-//
-// Losing part of a record can only make the counts differ: a record
-// dropped (the memory bound, a Recompute taking it) and started again
-// counts fewer rows than the table holds under some version. So records
-// may be dropped at any time, and are, whenever that keeps things simple.
+// those the record holds, for every version and no other, and every
+// version was acknowledged (its INSERT's Commit returned). Two invariants
+// make that a proof:
+//   - a record holds every row its versions sent for its variable: a
+//     version whose rows a record may have missed (its record was taken,
+//     or not made for want of memory, while the INSERT was open) is
+//     tainted until the INSERT ends, and a record meeting it is spoiled;
+//   - an INSERT is never sent twice under its version (Write keeps no
+//     record of an INSERT it had to retry), so the table holds each of its
+//     rows at most once.
+// So for every version v the table's rows of v in W are a subset of the
+// record's rows of v, and as many: the same. No other row is in W. FINAL
+// over W is then the record's rows, collapsed where two of them are the
+// same point: only where two runs' time ranges overlap (a run, the rows of
+// one variable in a chunk, is strictly monotone in time), for instance a
+// cut frame's rows read again. Those hours are left to the recompute from
+// FINAL (dirty), and every other hour's rows are the record's, each once.
+// The rows written take a version drawn before the query, as a recompute
+// does (see rollup.go): a load acknowledged after the query's snapshot is
+// followed by its writer's recompute with a greater version.
 //
 // The sums are added in the order the rows came, ClickHouse's in its
 // own: they agree to rounding (verify compares them so), not bit for bit.
 
-// maxHeldBytes bounds the memory of the records. A record beyond it is
-// not kept, and its variable is recomputed from FINAL.
+// maxHeldBytes bounds the memory of the records. A variable beyond it
+// gets no record, and is recomputed from FINAL.
 const maxHeldBytes = 24 << 20
 
 // maxHeldValue bounds the values a record adds up: 3.6 M of them add up
 // to less than the largest float64, in any order.
 const maxHeldValue = 1e300
 
-// maxRuns bounds the time ranges a record keeps to prove its rows
-// distinct; a variable whose rows come in more runs than that (rows of
+// maxRuns bounds the time ranges a record keeps to find where its runs
+// overlap; a variable whose rows come in more runs than that (rows of
 // many variables interleaved, or many small frames) is recomputed.
 const maxRuns = 64
 
@@ -156,6 +150,9 @@ type held struct {
 	mu    sync.Mutex
 	vars  map[string]*record
 	bytes int
+	// tainted are the versions of open INSERTs whose rows a record may
+	// have missed.
+	tainted map[uint64]bool
 	// minRows is the fewest rows a record must hold to be proven, 0 for
 	// minProvenRows (tests lower it).
 	minRows int64
@@ -188,7 +185,7 @@ func (h *held) fold(ch *pipeline.Batch, version uint64, place *placement, recs [
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.vars == nil {
-		h.vars = map[string]*record{}
+		h.vars, h.tainted = map[string]*record{}, map[uint64]bool{}
 	}
 	for i, n := 0, ch.Len(); i < n; {
 		j := i + 1
@@ -210,6 +207,7 @@ func (h *held) foldRun(ch *pipeline.Batch, i, j int, version uint64, place *plac
 	r := h.vars[id]
 	if r == nil {
 		if h.bytes+recordBytes > maxHeldBytes {
+			h.tainted[version] = true
 			return nil
 		}
 		r = &record{device: ch.DeviceID[i], bytes: recordBytes}
@@ -222,19 +220,19 @@ func (h *held) foldRun(ch *pipeline.Batch, i, j int, version uint64, place *plac
 	if r.spoiled {
 		return nil
 	}
+	if h.tainted[version] {
+		h.spoil(r)
+		return nil
+	}
 	var first *record
 	versionsCap, runsCap := cap(r.versions), cap(r.runs)
-	if n := len(r.versions); n == 0 || r.versions[n-1].version != version {
-		if slices.ContainsFunc(r.versions, func(v versionRows) bool { return v.version == version }) {
-			// Runs of one INSERT interleaved with another's: rare, and
-			// not worth a search per run.
-			h.spoil(r)
-			return nil
-		}
+	k := slices.IndexFunc(r.versions, func(v versionRows) bool { return v.version == version })
+	if k < 0 {
+		k = len(r.versions)
 		r.versions = append(r.versions, versionRows{version: version})
 		first = r
 	}
-	r.versions[len(r.versions)-1].rows += int64(j - i)
+	r.versions[k].rows += int64(j - i)
 	if place != nil && place.key(id) != r.key {
 		h.spoil(r)
 		return first
@@ -290,17 +288,35 @@ func (r *record) latestBytes() int {
 	return len(r.latest.DeviceLabel) + len(r.latest.VariableLabel) + len(r.latest.Context)
 }
 
-// addRun records the time range of a run, false when it meets an earlier
-// one (a point may then be held twice) or the record has maxRuns. The
-// ranges are kept sorted and pairwise disjoint, so a variable's frames may
-// come in any order.
+// addRun records the time range of a run, false when the record has
+// maxRuns already. The ranges are kept sorted by their start; they may
+// overlap (see dirty).
 func (r *record) addRun(s span) bool {
-	i, _ := slices.BinarySearchFunc(r.runs, s.from, func(o span, from int64) int { return cmp.Compare(o.from, from) })
-	if (i > 0 && r.runs[i-1].to >= s.from) || (i < len(r.runs) && r.runs[i].from <= s.to) || len(r.runs) == maxRuns {
+	if len(r.runs) == maxRuns {
 		return false
 	}
+	i, _ := slices.BinarySearchFunc(r.runs, s.from, func(o span, from int64) int { return cmp.Compare(o.from, from) })
 	r.runs = slices.Insert(r.runs, i, s)
 	return true
+}
+
+// dirty is where the record's runs overlap, in time order: the only
+// places where it may hold a point twice.
+func (r *record) dirty() []span {
+	var out []span
+	reach := int64(math.MinInt64)
+	for _, s := range r.runs {
+		if s.from <= reach {
+			o := span{s.from, min(s.to, reach)}
+			if n := len(out); n > 0 && o.from <= out[n-1].to {
+				out[n-1].to = max(out[n-1].to, o.to)
+			} else {
+				out = append(out, o)
+			}
+		}
+		reach = max(reach, s.to)
+	}
+	return out
 }
 
 // spoil drops what r holds; it stays in the map so that later runs of its
@@ -310,11 +326,16 @@ func (h *held) spoil(r *record) {
 	*r = record{spoiled: true, bytes: recordBytes}
 }
 
-// ack marks version acknowledged in recs, the records fold returned for
-// the INSERT that sent it.
-func (h *held) ack(version uint64, recs []*record) {
+// end is told that the INSERT of version ended (no more rows of it
+// come), and whether it was acknowledged, with recs, the records fold
+// returned for it.
+func (h *held) end(version uint64, acked bool, recs []*record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	delete(h.tainted, version)
+	if !acked {
+		return
+	}
 	for _, r := range recs {
 		for i := range r.versions {
 			if r.versions[i].version == version {
@@ -337,7 +358,15 @@ func (h *held) take(ids []string) map[string]*record {
 		}
 		delete(h.vars, id)
 		h.bytes -= r.bytes
-		if !r.spoiled && !slices.ContainsFunc(r.versions, func(v versionRows) bool { return !v.acked }) {
+		open := false
+		for _, v := range r.versions {
+			if !v.acked {
+				// Its INSERT may go on with rows of id for a record
+				// started anew, which would lack those sent so far.
+				h.tainted[v.version], open = true, true
+			}
+		}
+		if !r.spoiled && !open {
 			out[id] = r
 		}
 	}
@@ -407,11 +436,17 @@ func (c *Client) writeProven(ctx context.Context, touched []pipeline.Touched) ([
 		}
 		var proven []*record
 		for _, id := range b.ids {
-			if r := recs[id]; r.proves(counts[id]) {
-				proven = append(proven, r)
+			r := recs[id]
+			if !r.proves(counts[id]) {
+				rest = append(rest, byID[id])
 				continue
 			}
-			rest = append(rest, byID[id])
+			proven = append(proven, r)
+			// Its hours where runs overlap are recomputed, and with them
+			// the latest row: its newest point is at or after their end.
+			for _, d := range r.dirty() {
+				rest = append(rest, pipeline.Touched{VariableID: id, FromMs: d.from, ToMs: d.to, Loaded: true})
+			}
 		}
 		if err := c.writeRecords(ctx, proven, version); err != nil {
 			return nil, err
@@ -455,18 +490,34 @@ func (c *Client) writeRecords(ctx context.Context, recs []*record, version uint6
 	if len(recs) == 0 {
 		return nil
 	}
+	// The hours where runs overlap, and the latest row with them, are the
+	// recompute's (writeProven).
+	var latest []*record
+	cells := 0
 	for _, r := range recs {
 		r.cells = r.hours()
+		d := r.dirty()
+		if len(d) == 0 {
+			latest = append(latest, r)
+		}
+		r.cells = slices.DeleteFunc(r.cells, func(c cell) bool {
+			return slices.ContainsFunc(d, func(s span) bool { return hourStart(s.from) <= c.startMs() && c.startMs() <= s.to })
+		})
+		cells += len(r.cells)
 	}
-	if err := c.insertBlocks(ctx, TableHourly, hourlyColumns, func(send func(cols ...any) error) error {
-		return hourlyBlocks(recs, version, c.keyColumn() != "", send)
-	}); err != nil {
-		return fmt.Errorf("write %s of %d variables: %w", TableHourly, len(recs), err)
+	if cells > 0 {
+		if err := c.insertBlocks(ctx, TableHourly, hourlyColumns, func(send func(cols ...any) error) error {
+			return hourlyBlocks(recs, version, c.keyColumn() != "", send)
+		}); err != nil {
+			return fmt.Errorf("write %s of %d variables: %w", TableHourly, len(recs), err)
+		}
 	}
-	if err := c.insertBlocks(ctx, TableLatest, latestColumns, func(send func(cols ...any) error) error {
-		return latestBlock(recs, version, c.keyColumn() != "", send)
-	}); err != nil {
-		return fmt.Errorf("write %s of %d variables: %w", TableLatest, len(recs), err)
+	if len(latest) > 0 {
+		if err := c.insertBlocks(ctx, TableLatest, latestColumns, func(send func(cols ...any) error) error {
+			return latestBlock(latest, version, c.keyColumn() != "", send)
+		}); err != nil {
+			return fmt.Errorf("write %s of %d variables: %w", TableLatest, len(latest), err)
+		}
 	}
 	return nil
 }

@@ -41,7 +41,7 @@ func series(id string, start, step int64, n int, up bool, value func(i int) floa
 func foldAcked(h *held, batches ...*pipeline.Batch) {
 	for i, b := range batches {
 		v := uint64(100 + i)
-		h.ack(v, h.fold(b, v, nil, nil))
+		h.end(v, true, h.fold(b, v, nil, nil))
 	}
 }
 
@@ -137,9 +137,6 @@ func TestHeldRecordsThatCannotProveTheirRowsAreNotTaken(t *testing.T) {
 		return series(id, start, 1000, n, true, func(i int) float64 { return float64(i) })
 	}
 	cases := map[string]func(h *held){
-		"a run read again (a cut frame's rows)": func(h *held) {
-			foldAcked(h, heldBatch(up("v", base0, 10)...), heldBatch(up("v", base0+5000, 10)...))
-		},
 		"a run holding a time twice": func(h *held) {
 			rows := up("v", base0, 10)
 			rows[4].ms = rows[3].ms
@@ -183,14 +180,6 @@ func TestHeldRecordsThatCannotProveTheirRowsAreNotTaken(t *testing.T) {
 			foldAcked(h, heldBatch(up("v", base0, 10)...))
 			h.fold(heldBatch(up("v", base0+hourMs, 10)...), 999, nil, nil)
 		},
-		"two INSERTs interleaved": func(h *held) {
-			a, b := up("v", base0, 30), up("v", base0+hourMs, 30)
-			ra := h.fold(heldBatch(a[:10]...), 1, nil, nil)
-			rb := h.fold(heldBatch(b...), 2, nil, nil)
-			ra = h.fold(heldBatch(a[10:]...), 1, nil, ra)
-			h.ack(1, ra)
-			h.ack(2, rb)
-		},
 		"more runs than it keeps": func(h *held) {
 			var bs []*pipeline.Batch
 			for i := range maxRuns + 1 {
@@ -211,13 +200,76 @@ func TestHeldRecordsThatCannotProveTheirRowsAreNotTaken(t *testing.T) {
 			}
 		})
 	}
-	t.Run("control: two INSERTs of disjoint runs, in any order", func(t *testing.T) {
+	t.Run("control: INSERTs of disjoint runs, in any order, interleaved", func(t *testing.T) {
 		h := newHeld()
-		foldAcked(h, heldBatch(up("v", base0+hourMs, 10)...), heldBatch(series("v", base0, 1000, 10, false, func(int) float64 { return 1 })...),
-			heldBatch(up("v", base0+3*hourMs, 10)...))
+		foldAcked(h, heldBatch(up("v", base0+hourMs, 10)...), heldBatch(series("v", base0, 1000, 10, false, func(int) float64 { return 1 })...))
+		a, b := up("v", base0+3*hourMs, 30), up("v", base0+5*hourMs, 30)
+		ra := h.fold(heldBatch(a[:10]...), 1, nil, nil)
+		rb := h.fold(heldBatch(b...), 2, nil, nil)
+		ra = h.fold(heldBatch(a[10:]...), 1, nil, ra)
+		h.end(1, true, ra)
+		h.end(2, true, rb)
 		r := h.take([]string{"v"})["v"]
-		if r == nil || len(r.versions) != 3 || len(r.runs) != 3 {
+		if r == nil || len(r.versions) != 4 || len(r.runs) != 5 || r.rows() != 80 || len(r.dirty()) != 0 {
 			t.Fatalf("record %+v", r)
+		}
+	})
+}
+
+// Where runs overlap (a cut frame's rows read again) the record may hold
+// a point twice: those ranges are its dirty ones, left to the recompute.
+func TestHeldRecordsKnowWhereTheirRunsOverlap(t *testing.T) {
+	h := newHeld()
+	run := func(from, to int64) *pipeline.Batch {
+		return heldBatch(series("v", base0+from*1000, 1000, int(to-from+1), from%2 == 0, func(int) float64 { return 1 })...)
+	}
+	// [0,9] and [5,14] meet in [5,9]; [20,29], [22,23] and [25,40] in
+	// [22,23] and [25,29]; [50,59] meets nothing.
+	foldAcked(h, run(0, 9), run(5, 14), run(20, 29), run(22, 23), run(25, 40), run(50, 59))
+	r := h.take([]string{"v"})["v"]
+	if r == nil {
+		t.Fatal("no record")
+	}
+	want := []span{{base0 + 5000, base0 + 9000}, {base0 + 22000, base0 + 23000}, {base0 + 25000, base0 + 29000}}
+	if got := r.dirty(); !slices.Equal(got, want) {
+		t.Errorf("dirty %v, want %v", got, want)
+	}
+}
+
+// A version whose rows a record may have missed spoils every record that
+// meets it until its INSERT ends: one whose record was taken while it was
+// open, and one that found no room for a record.
+func TestHeldTaintsTheVersionsARecordMayHaveMissed(t *testing.T) {
+	rows := func(id string, from int64) *pipeline.Batch {
+		return heldBatch(series(id, base0+from*hourMs, 1000, 10, true, func(int) float64 { return 1 })...)
+	}
+	t.Run("taken while open", func(t *testing.T) {
+		h := newHeld()
+		recs := h.fold(rows("v", 0), 7, nil, nil)
+		if got := h.take([]string{"v"}); len(got) != 0 {
+			t.Fatal("a record with an INSERT open was taken")
+		}
+		// The INSERT goes on: v's new record lacks the rows sent before.
+		recs = h.fold(rows("v", 1), 7, nil, recs)
+		h.end(7, true, recs)
+		if got := h.take([]string{"v"}); len(got) != 0 {
+			t.Error("a record missing rows of its version was taken")
+		}
+		// Once it ended, a new INSERT's rows make a record again.
+		h.end(8, true, h.fold(rows("v", 2), 8, nil, nil))
+		if got := h.take([]string{"v"}); got["v"] == nil || got["v"].rows() != 10 {
+			t.Errorf("after the INSERT ended: %+v", got)
+		}
+	})
+	t.Run("no room", func(t *testing.T) {
+		h := newHeld()
+		h.bytes = maxHeldBytes // as if full
+		recs := h.fold(rows("v", 0), 7, nil, nil)
+		h.bytes = 0 // another variable's record was taken
+		recs = h.fold(rows("v", 1), 7, nil, recs)
+		h.end(7, true, recs)
+		if got := h.take([]string{"v"}); len(got) != 0 {
+			t.Error("a record missing rows of its version was taken")
 		}
 	})
 }

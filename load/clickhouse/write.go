@@ -75,7 +75,7 @@ func (c *Client) Write(ctx context.Context, chunks []*pipeline.Batch) error {
 		for _, ch := range chunks {
 			recs = c.held.fold(ch, version, place, recs)
 		}
-		c.held.ack(version, recs)
+		c.held.end(version, true, recs)
 	}
 	c.metrics.rows.WithLabelValues(TableDatapoints).Add(float64(rows))
 	return nil
@@ -165,8 +165,8 @@ type insert struct {
 	place   *placement
 	sc      *scratch
 	rows    int
-	// recs are the records its rows were folded into (held.go), told of
-	// the version once Commit succeeds.
+	// recs are the records its rows were folded into (held.go), told
+	// when it ends.
 	recs []*record
 	// busy is the time spent sending rows, not waiting for them, so the
 	// insert duration metric says how long ClickHouse takes, not the source.
@@ -194,17 +194,18 @@ func (in *insert) Commit() error {
 	defer in.release()
 	t0 := time.Now()
 	err := in.b.Send()
+	in.c.held.end(in.version, err == nil, in.recs)
 	in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe((in.busy + time.Since(t0)).Seconds())
 	if err != nil {
 		return in.c.writeError(fmt.Sprintf("insert %d rows into %s", in.rows, in.c.Table(TableDatapoints)), err)
 	}
-	in.c.held.ack(in.version, in.recs)
 	in.c.metrics.rows.WithLabelValues(TableDatapoints).Add(float64(in.rows))
 	return nil
 }
 
 // Abort implements pipeline.Insert.
 func (in *insert) Abort() {
+	in.c.held.end(in.version, false, in.recs)
 	if in.sc != nil {
 		in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe(in.busy.Seconds())
 	}
