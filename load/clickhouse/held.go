@@ -126,7 +126,9 @@ type span struct{ from, to int64 }
 type versionRows struct {
 	version uint64
 	rows    int64
-	acked   bool
+	// ended says the INSERT ended (no more rows come), acked that it was
+	// acknowledged.
+	acked, ended bool
 }
 
 // record is what one variable's rows sent since its last Recompute add up
@@ -217,13 +219,6 @@ func (h *held) foldRun(ch *pipeline.Batch, i, j int, version uint64, place *plac
 		h.vars[id] = r
 		h.bytes += r.bytes
 	}
-	if r.spoiled {
-		return nil
-	}
-	if h.tainted[version] {
-		h.spoil(r)
-		return nil
-	}
 	var first *record
 	versionsCap, runsCap := cap(r.versions), cap(r.runs)
 	k := slices.IndexFunc(r.versions, func(v versionRows) bool { return v.version == version })
@@ -231,6 +226,15 @@ func (h *held) foldRun(ch *pipeline.Batch, i, j int, version uint64, place *plac
 		k = len(r.versions)
 		r.versions = append(r.versions, versionRows{version: version})
 		first = r
+	}
+	// A spoiled record keeps its versions, so that taking it while one of
+	// them is open taints it (take).
+	if r.spoiled {
+		return first
+	}
+	if h.tainted[version] {
+		h.spoil(r)
+		return first
 	}
 	r.versions[k].rows += int64(j - i)
 	if place != nil && place.key(id) != r.key {
@@ -319,11 +323,11 @@ func (r *record) dirty() []span {
 	return out
 }
 
-// spoil drops what r holds; it stays in the map so that later runs of its
-// variable are not folded for nothing.
+// spoil drops what r holds but its versions; it stays in the map so that
+// later runs of its variable are not folded for nothing.
 func (h *held) spoil(r *record) {
 	h.bytes -= r.bytes - recordBytes
-	*r = record{spoiled: true, bytes: recordBytes}
+	*r = record{spoiled: true, bytes: recordBytes, versions: r.versions}
 }
 
 // end is told that the INSERT of version ended (no more rows of it
@@ -333,13 +337,10 @@ func (h *held) end(version uint64, acked bool, recs []*record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	delete(h.tainted, version)
-	if !acked {
-		return
-	}
 	for _, r := range recs {
 		for i := range r.versions {
 			if r.versions[i].version == version {
-				r.versions[i].acked = true
+				r.versions[i].acked, r.versions[i].ended = acked, true
 			}
 		}
 	}
@@ -361,9 +362,12 @@ func (h *held) take(ids []string) map[string]*record {
 		open := false
 		for _, v := range r.versions {
 			if !v.acked {
-				// Its INSERT may go on with rows of id for a record
-				// started anew, which would lack those sent so far.
-				h.tainted[v.version], open = true, true
+				open = true
+				if !v.ended {
+					// Its INSERT may go on with rows of id for a record
+					// started anew, which would lack those sent so far.
+					h.tainted[v.version] = true
+				}
 			}
 		}
 		if !r.spoiled && !open {
