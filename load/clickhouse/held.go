@@ -38,12 +38,14 @@ import (
 //     record of an INSERT it had to retry), so the table holds each of its
 //     rows at most once.
 // So for every version v the table's rows of v in W are a subset of the
-// record's rows of v, and as many: the same. No other row is in W. FINAL
-// over W is then the record's rows, collapsed where two of them are the
-// same point: only where two runs' time ranges overlap (a run, the rows of
-// one variable in a chunk, is strictly monotone in time), for instance a
-// cut frame's rows read again. Those hours are left to the recompute from
-// FINAL (dirty), and every other hour's rows are the record's, each once.
+// record's rows of v, and as many: the same. No other row is in W. And
+// the record's rows are pairwise distinct points: every run (the rows of
+// one variable in a chunk) is strictly monotone in time and no two runs'
+// time ranges overlap. FINAL over W is then the record's rows, each once.
+// (A cut frame's rows read again overlap: those variables are recomputed.
+// Writing the other hours from the record and recomputing only the
+// overlaps was measured: it kept more records alive and the results-first
+// backfill's peak RSS passed 256 MiB.)
 // The rows written take a version drawn before the query, as a recompute
 // does (see rollup.go): a load acknowledged after the query's snapshot is
 // followed by its writer's recompute with a greater version.
@@ -59,8 +61,8 @@ const maxHeldBytes = 24 << 20
 // to less than the largest float64, in any order.
 const maxHeldValue = 1e300
 
-// maxRuns bounds the time ranges a record keeps to find where its runs
-// overlap; a variable whose rows come in more runs than that (rows of
+// maxRuns bounds the time ranges a record keeps to prove its rows
+// distinct; a variable whose rows come in more runs than that (rows of
 // many variables interleaved, or many small frames) is recomputed.
 const maxRuns = 64
 
@@ -242,7 +244,14 @@ func (h *held) foldRun(ch *pipeline.Batch, i, j int, version uint64, place *plac
 		return first
 	}
 	ts, vals := ch.TsMs[i:j], ch.Value[i:j]
-	before, capBefore := len(r.cells), cap(r.cells)
+	capBefore := cap(r.cells)
+	// Room for the cells the run can make (the hours it spans, at most
+	// one per row), no more: append's doubling would leave up to half of
+	// a long record's cells unused.
+	if span := (max(ts[0], ts[len(ts)-1]) - min(ts[0], ts[len(ts)-1])) / hourMs; span >= 0 {
+		r.cells = slices.Grow(r.cells, int(min(span+2, int64(len(ts)))))
+	}
+	before := len(r.cells)
 	newest := i
 	up := len(ts) < 2 || ts[1] > ts[0]
 	for k, ms := range ts {
@@ -292,35 +301,17 @@ func (r *record) latestBytes() int {
 	return len(r.latest.DeviceLabel) + len(r.latest.VariableLabel) + len(r.latest.Context)
 }
 
-// addRun records the time range of a run, false when the record has
-// maxRuns already. The ranges are kept sorted by their start; they may
-// overlap (see dirty).
+// addRun records the time range of a run, false when it meets an earlier
+// one (a point may then be held twice, as when a cut frame's rows are read
+// again) or the record has maxRuns. The ranges are kept sorted and
+// pairwise disjoint, so a variable's frames may come in any order.
 func (r *record) addRun(s span) bool {
-	if len(r.runs) == maxRuns {
+	i, _ := slices.BinarySearchFunc(r.runs, s.from, func(o span, from int64) int { return cmp.Compare(o.from, from) })
+	if (i > 0 && r.runs[i-1].to >= s.from) || (i < len(r.runs) && r.runs[i].from <= s.to) || len(r.runs) == maxRuns {
 		return false
 	}
-	i, _ := slices.BinarySearchFunc(r.runs, s.from, func(o span, from int64) int { return cmp.Compare(o.from, from) })
 	r.runs = slices.Insert(r.runs, i, s)
 	return true
-}
-
-// dirty is where the record's runs overlap, in time order: the only
-// places where it may hold a point twice.
-func (r *record) dirty() []span {
-	var out []span
-	reach := int64(math.MinInt64)
-	for _, s := range r.runs {
-		if s.from <= reach {
-			o := span{s.from, min(s.to, reach)}
-			if n := len(out); n > 0 && o.from <= out[n-1].to {
-				out[n-1].to = max(out[n-1].to, o.to)
-			} else {
-				out = append(out, o)
-			}
-		}
-		reach = max(reach, s.to)
-	}
-	return out
 }
 
 // spoil drops what r holds but its versions; it stays in the map so that
@@ -446,11 +437,6 @@ func (c *Client) writeProven(ctx context.Context, touched []pipeline.Touched) ([
 				continue
 			}
 			proven = append(proven, r)
-			// Its hours where runs overlap are recomputed, and with them
-			// the latest row: its newest point is at or after their end.
-			for _, d := range r.dirty() {
-				rest = append(rest, pipeline.Touched{VariableID: id, FromMs: d.from, ToMs: d.to, Loaded: true})
-			}
 		}
 		if err := c.writeRecords(ctx, proven, version); err != nil {
 			return nil, err
@@ -494,34 +480,18 @@ func (c *Client) writeRecords(ctx context.Context, recs []*record, version uint6
 	if len(recs) == 0 {
 		return nil
 	}
-	// The hours where runs overlap, and the latest row with them, are the
-	// recompute's (writeProven).
-	var latest []*record
-	cells := 0
 	for _, r := range recs {
 		r.cells = r.hours()
-		d := r.dirty()
-		if len(d) == 0 {
-			latest = append(latest, r)
-		}
-		r.cells = slices.DeleteFunc(r.cells, func(c cell) bool {
-			return slices.ContainsFunc(d, func(s span) bool { return hourStart(s.from) <= c.startMs() && c.startMs() <= s.to })
-		})
-		cells += len(r.cells)
 	}
-	if cells > 0 {
-		if err := c.insertBlocks(ctx, TableHourly, hourlyColumns, func(send func(cols ...any) error) error {
-			return hourlyBlocks(recs, version, c.keyColumn() != "", send)
-		}); err != nil {
-			return fmt.Errorf("write %s of %d variables: %w", TableHourly, len(recs), err)
-		}
+	if err := c.insertBlocks(ctx, TableHourly, hourlyColumns, func(send func(cols ...any) error) error {
+		return hourlyBlocks(recs, version, c.keyColumn() != "", send)
+	}); err != nil {
+		return fmt.Errorf("write %s of %d variables: %w", TableHourly, len(recs), err)
 	}
-	if len(latest) > 0 {
-		if err := c.insertBlocks(ctx, TableLatest, latestColumns, func(send func(cols ...any) error) error {
-			return latestBlock(latest, version, c.keyColumn() != "", send)
-		}); err != nil {
-			return fmt.Errorf("write %s of %d variables: %w", TableLatest, len(latest), err)
-		}
+	if err := c.insertBlocks(ctx, TableLatest, latestColumns, func(send func(cols ...any) error) error {
+		return latestBlock(recs, version, c.keyColumn() != "", send)
+	}); err != nil {
+		return fmt.Errorf("write %s of %d variables: %w", TableLatest, len(recs), err)
 	}
 	return nil
 }
