@@ -55,7 +55,7 @@ import (
 
 // maxHeldBytes bounds the memory of the records. A variable beyond it
 // gets no record, and is recomputed from FINAL.
-const maxHeldBytes = 24 << 20
+const maxHeldBytes = 16 << 20
 
 // maxHeldValue bounds the values a record adds up: 3.6 M of them add up
 // to less than the largest float64, in any order.
