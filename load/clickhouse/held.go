@@ -488,12 +488,24 @@ func (c *Client) writeRecords(ctx context.Context, recs []*record, version uint6
 	}); err != nil {
 		return fmt.Errorf("write %s of %d variables: %w", TableHourly, len(recs), err)
 	}
-	if err := c.insertBlocks(ctx, TableLatest, latestColumns, func(send func(cols ...any) error) error {
-		return latestBlock(recs, version, c.keyColumn() != "", send)
-	}); err != nil {
-		return fmt.Errorf("write %s of %d variables: %w", TableLatest, len(recs), err)
-	}
-	return nil
+	// One row a variable: the row-wise InsertRows does.
+	keyed := c.keyColumn() != ""
+	return c.InsertRows(ctx, TableLatest, latestColumns+c.keyColumn(), len(recs), func(i int) []any {
+		r := recs[i]
+		p := &r.latest
+		var lat, lng *float64
+		if p.HasLat {
+			lat = &p.Lat
+		}
+		if p.HasLng {
+			lng = &p.Lng
+		}
+		row := []any{p.VariableID, p.DeviceID, p.DeviceLabel, p.VariableLabel, p.TsMs, floorSeconds(p.TsMs), p.Value, p.Context, lat, lng, version}
+		if keyed {
+			row = append(row, r.key)
+		}
+		return row
+	})
 }
 
 // blockRows bounds the rows of one block of writeRecords' INSERTs, so
@@ -539,38 +551,6 @@ func hourlyBlocks(recs []*record, version uint64, keyed bool, send func(cols ...
 		return nil
 	}
 	return flush()
-}
-
-// latestBlock hands send the datapoints_latest columns of recs' newest
-// rows (with the shard_key when keyed).
-func latestBlock(recs []*record, version uint64, keyed bool, send func(cols ...any) error) error {
-	var (
-		ids, devices, dlabels, vlabels, contexts []string
-		ts, secs                                 []int64
-		values                                   []float64
-		lats, lngs                               []*float64
-		versions, keys                           []uint64
-	)
-	for _, r := range recs {
-		p := &r.latest
-		var lat, lng *float64
-		if p.HasLat {
-			lat = &p.Lat
-		}
-		if p.HasLng {
-			lng = &p.Lng
-		}
-		ids, devices = append(ids, p.VariableID), append(devices, p.DeviceID)
-		dlabels, vlabels = append(dlabels, p.DeviceLabel), append(vlabels, p.VariableLabel)
-		ts, secs, values = append(ts, p.TsMs), append(secs, floorSeconds(p.TsMs)), append(values, p.Value)
-		contexts, lats, lngs = append(contexts, p.Context), append(lats, lat), append(lngs, lng)
-		versions, keys = append(versions, version), append(keys, r.key)
-	}
-	cols := []any{ids, devices, dlabels, vlabels, ts, secs, values, contexts, lats, lngs, versions}
-	if keyed {
-		cols = append(cols, keys)
-	}
-	return send(cols...)
 }
 
 // insertBlocks runs one INSERT into table of the columns in list (and the
