@@ -46,6 +46,7 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 		LastActivityMs: la,
 		CheckedMs:      t.End,
 		FutureMs:       o.FutureMs,
+		RereadMs:       t.Reread,
 		UpdatedAt:      time.Now().UTC(),
 	}, true
 }
@@ -64,9 +65,15 @@ func BackfillMark(floor, lookbackMs int64) MarkFunc {
 		}
 		// A backfill reads a closed range and says nothing of what came
 		// after it: the read position and lastActivity of the last cycle
-		// stay as they were.
+		// stay as they were, and so does what the mark in force still owes
+		// (a point written while the backfill ran, from that mark's
+		// lookback on, or from the floor without one).
 		m := t.Mark
-		m.VariableID, m.HwmMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, time.Now().UTC()
+		owed := t.Start
+		if t.HasMark && t.Mark.HwmMs > 0 {
+			owed = windowFrom(t.Mark, true, lookbackMs)
+		}
+		m.VariableID, m.HwmMs, m.RereadMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, owed, time.Now().UTC()
 		return m, true
 	}
 }
@@ -93,13 +100,13 @@ func earliest(a, b int64) int64 {
 // the plan and the lag read (a cycle never reads UpdatedAt, and the id is
 // the key).
 type markVals struct {
-	hwm, lastActivity, checked, future int64
+	hwm, lastActivity, checked, future, reread int64
 }
 
 func valsOf(m Mark) markVals {
-	return markVals{hwm: m.HwmMs, lastActivity: m.LastActivityMs, checked: m.CheckedMs, future: m.FutureMs}
+	return markVals{hwm: m.HwmMs, lastActivity: m.LastActivityMs, checked: m.CheckedMs, future: m.FutureMs, reread: m.RereadMs}
 }
 
 func (v markVals) mark(id string) Mark {
-	return Mark{VariableID: id, HwmMs: v.hwm, LastActivityMs: v.lastActivity, CheckedMs: v.checked, FutureMs: v.future}
+	return Mark{VariableID: id, HwmMs: v.hwm, LastActivityMs: v.lastActivity, CheckedMs: v.checked, FutureMs: v.future, RereadMs: v.reread}
 }

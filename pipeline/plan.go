@@ -17,11 +17,18 @@ type Target struct {
 	Mark    Mark
 	HasMark bool
 	// From is where the window would start without the retention floor:
-	// the mark minus the lookback in a cycle, noMark without a mark, the
-	// requested start in a backfill. An earlier pass with an older floor
-	// may have loaded points down to it and stopped before its commit;
-	// the Rollup hook is handed the range from it (see Touched).
+	// in a cycle the mark minus the lookback, or the mark's RereadMs when
+	// that is earlier, noMark without a mark; the requested start in a
+	// backfill. An earlier pass with an older floor may have loaded points
+	// down to it and stopped before its commit; the Rollup hook is handed
+	// the range from it (see Touched).
 	From int64
+	// Reread is the Mark.RereadMs a complete read of this target commits:
+	// the lookback of the mark in force when the target was planned, or,
+	// without a mark, its Start. Every point written while the read runs
+	// is promised from there on (see Mark.RereadMs), so the next read
+	// starts there at the latest.
+	Reread int64
 	// ReadFuture makes the requests reach past End, so that points stamped
 	// after it (a device clock ahead, a point written while the cycle runs)
 	// are seen: they are not loaded, but the earliest is recorded in the
@@ -102,19 +109,44 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			skipped++
 			continue
 		}
-		from := int64(noMark)
-		if ok && m.HwmMs > 0 {
-			from = m.HwmMs - lookback
-		}
+		from := windowFrom(m, ok, lookback)
 		start := max(o.Floor, from)
 		if start > o.End {
 			// A mark in the future (a skewed clock when it was written): re-read
 			// the lookback before now instead of nothing at all.
 			start = max(o.End-lookback, o.Floor)
 		}
-		fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from, ReadFuture: true})
+		fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from,
+			Reread: rereadOf(m, ok, lookback, start), ReadFuture: true})
 	}
 	return skipped
+}
+
+// windowFrom is where a read of a variable with mark m (ok false: none)
+// must start, before the retention floor: the lookback of its mark, or
+// earlier where the mark still owes the points written while the read
+// that committed it ran (Mark.RereadMs); noMark without a mark.
+func windowFrom(m Mark, ok bool, lookbackMs int64) int64 {
+	if !ok || m.HwmMs <= 0 {
+		return noMark
+	}
+	from := m.HwmMs - lookbackMs
+	if m.RereadMs != 0 {
+		from = min(from, m.RereadMs)
+	}
+	return from
+}
+
+// rereadOf is the Mark.RereadMs a complete read starting at start commits
+// for a variable whose mark in force is m: a point written while the read
+// runs is promised from that mark's lookback on, or, without a mark, from
+// wherever the read started. The read may pass such a point before it is
+// written and then move the mark beyond its lookback.
+func rereadOf(m Mark, ok bool, lookbackMs, start int64) int64 {
+	if !ok || m.HwmMs <= 0 {
+		return start
+	}
+	return m.HwmMs - lookbackMs
 }
 
 // idle reports whether a variable with mark m may be skipped. lastActivity

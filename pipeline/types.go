@@ -88,7 +88,16 @@ type Mark struct {
 	// saw (a device clock ahead) and left for a later cycle, or a lower
 	// bound of it; 0 when it saw none. The variable is read again by the
 	// first cycle that ends at or after it.
-	FutureMs  int64
+	FutureMs int64
+	// RereadMs is where the next read of the variable must start, at the
+	// latest: the mark in force when the last complete read was planned,
+	// minus the lookback (the read's start when it had no mark). A point
+	// written while that read ran, after it had passed the point's
+	// timestamp, is still owed: the mark promised it when it was written,
+	// and the read moved the mark past it. The next read starts at
+	// min(HwmMs - lookback, RereadMs). 0 when unknown (marks written
+	// before it existed), which leaves HwmMs - lookback.
+	RereadMs  int64
 	UpdatedAt time.Time
 }
 

@@ -29,8 +29,8 @@ type ClickHouse struct {
 // NewClickHouse returns a store on c's database.
 func NewClickHouse(c *chload.Client) *ClickHouse { return &ClickHouse{c: c, lease: leaseName} }
 
-// Load returns each variable's greatest mark. LastActivityMs, CheckedMs and
-// FutureMs come from one row, the one holding that mark (on a tie, the one
+// Load returns each variable's greatest mark. LastActivityMs, CheckedMs,
+// FutureMs and RereadMs come from one row, the one holding that mark (on a tie, the one
 // of the latest read), so that they describe one read and never mix two.
 func (s *ClickHouse) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 	marks := map[string]pipeline.Mark{}
@@ -71,7 +71,7 @@ func (s *ClickHouse) scan(ctx context.Context, where string, fn func(pipeline.Ma
 	table := s.c.Table(chload.TableSyncState)
 	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms)"
 	rows, err := s.c.Conn().Query(ctx,
-		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), max(updated_at) FROM "+
+		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), argMax(reread_ms, "+key+"), max(updated_at) FROM "+
 			table+" "+where+" GROUP BY variable_id")
 	if err != nil {
 		return fmt.Errorf("load marks from %s (run `fleetsync migrate` if the table is missing): %w", table, err)
@@ -79,7 +79,7 @@ func (s *ClickHouse) scan(ctx context.Context, where string, fn func(pipeline.Ma
 	defer rows.Close()
 	for rows.Next() {
 		var m pipeline.Mark
-		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.UpdatedAt); err != nil {
+		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.RereadMs, &m.UpdatedAt); err != nil {
 			return fmt.Errorf("load marks from %s: %w", table, err)
 		}
 		if err := fn(m); err != nil {
@@ -101,7 +101,7 @@ func (s *ClickHouse) Commit(ctx context.Context, marks []pipeline.Mark) error {
 	table := s.c.Table(chload.TableSyncState)
 	now := time.Now().UTC()
 	err := s.c.Retry(ctx, chload.TableSyncState, func(ctx context.Context) error {
-		b, err := s.c.Conn().PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms)")
+		b, err := s.c.Conn().PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms, reread_ms)")
 		if err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func (s *ClickHouse) Commit(ctx context.Context, marks []pipeline.Mark) error {
 			if at.IsZero() {
 				at = now
 			}
-			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, at.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs); err != nil {
+			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, at.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs, m.RereadMs); err != nil {
 				return fmt.Errorf("mark of %s: %w", m.VariableID, err)
 			}
 		}

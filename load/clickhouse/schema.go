@@ -36,7 +36,9 @@ const (
 // 5: on a cluster, the sharded tables' shard_key column and sharding key,
 // variable_shards and shard_layout (placement.go), and replica names of the
 // whole-cluster tables made of both macros (cluster.go).
-const SchemaVersion = 5
+//
+// 6: sync_state's reread_ms (pipeline.Mark.RereadMs).
+const SchemaVersion = 6
 
 // column is one column of a table: its type, and the DEFAULT expression
 // used when it is added to an existing table or left out of an INSERT.
@@ -146,6 +148,9 @@ var schema = []tableDef{
 			// its end, and the earliest point it saw past that end.
 			{name: "checked_ms", typ: "Int64"},
 			{name: "future_ms", typ: "Int64"},
+			// Where the next read must start at the latest
+			// (pipeline.Mark.RereadMs); 0 in rows written before it.
+			{name: "reread_ms", typ: "Int64"},
 		},
 		// version is the mark itself (hwm_ms), so a merge keeps the
 		// greatest mark of a variable and can never move it backwards.

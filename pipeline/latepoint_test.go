@@ -1,0 +1,165 @@
+package pipeline
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+)
+
+// writeAfterFirstRead is a source that writes one point right after it
+// has served the first raw-series request of a cycle it is armed for: a
+// gateway delivering a late point while the cycle that has just read its
+// variable still runs.
+type writeAfterFirstRead struct {
+	*memSource
+	mu    sync.Mutex
+	armed *Point
+	id    string
+}
+
+func (s *writeAfterFirstRead) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
+	err := s.memSource.Series(ctx, req, sink)
+	s.mu.Lock()
+	p := s.armed
+	s.armed = nil
+	s.mu.Unlock()
+	if p != nil {
+		s.memSource.mu.Lock()
+		s.memSource.points[s.id] = append(s.memSource.points[s.id], *p)
+		s.memSource.mu.Unlock()
+	}
+	return err
+}
+
+// TestALatePointWrittenWhileACycleRunsLandsThoughTheCycleMovesTheMark is
+// the loss of issue 35: a sparse reporter's mark sits at its last report
+// M; a cycle reads it from M - lookback and loads a new report at M + 3h;
+// after that read, before the commit, a point stamped M - 30m arrives,
+// inside the lookback of the mark in force when it was written. The cycle
+// commits M + 3h; the point must still land within idle_recheck plus one
+// schedule period, under every reading of lastActivity.
+func TestALatePointWrittenWhileACycleRunsLandsThoughTheCycleMovesTheMark(t *testing.T) {
+	const (
+		hour = int64(3_600_000)
+		t0   = int64(1_700_002_800_000) // an hour's start
+	)
+	lookback, recheck, period := time.Hour, 2*time.Hour, hour
+	readings := []struct {
+		name string
+		// la is the variable's lastActivity once the points up to newest
+		// (by timestamp) were written, the last of them at wall time now.
+		la func(newest, now int64) int64
+	}{
+		{"updated on every write", func(_, now int64) int64 { return now }},
+		{"the newest point's own timestamp", func(newest, _ int64) int64 { return newest }},
+		{"absent", func(int64, int64) int64 { return 0 }},
+	}
+	for _, rd := range readings {
+		for _, skipIdle := range []bool{false, true} {
+			src := &writeAfterFirstRead{memSource: &memSource{points: map[string][]Point{}, failOnce: map[string]error{}, rng: rand.New(rand.NewPCG(1, 2))}, id: "v"}
+			pt := func(ts int64) Point { return Point{TsMs: ts, Value: float64(ts % 1000), Context: []byte("{}")} }
+			// Reports every 2 h up to M = t0.
+			for ts := t0 - 10*hour; ts <= t0; ts += 2 * hour {
+				src.points["v"] = append(src.points["v"], pt(ts))
+			}
+			newest, lastWrite := t0, t0
+			st := &memStore{marks: map[string]Mark{}}
+			w := &memWriter{rows: map[string]map[int64]Row{}}
+			cycle := func(now int64) {
+				t.Helper()
+				v := Variable{ID: "v", DeviceID: "d", LastActivityMs: rd.la(newest, lastWrite)}
+				marks, _ := st.Load(context.Background())
+				targets, _ := Plan([]Variable{v}, marks, PlanOptions{Lookback: lookback, Floor: t0 - 100*hour, End: now, SkipIdle: skipIdle, IdleRecheck: recheck})
+				if res := runCycle(t, src, st, w, targets, 100); len(res.Failed) > 0 {
+					t.Fatalf("cycle at %d failed: %v", now, res.Failed)
+				}
+			}
+			cycle(t0 + 60_000)
+			if m := st.marks["v"]; m.HwmMs != t0 {
+				t.Fatalf("first cycle: mark %d, want %d", m.HwmMs, t0)
+			}
+			// The next report comes 3 h later (one was missed); the cycle
+			// that loads it is handed a late point right after its read.
+			src.points["v"] = append(src.points["v"], pt(t0+3*hour))
+			newest, lastWrite = t0+3*hour, t0+3*hour
+			late := pt(t0 - 30*60_000)
+			src.armed = &late
+			now := t0 + 3*hour + 60_000
+			lastWrite = now // the late point is written during this cycle
+			cycle(now)
+			if src.armed != nil {
+				t.Fatal("the late point was never written")
+			}
+			if m := st.marks["v"]; m.HwmMs != t0+3*hour {
+				t.Fatalf("the cycle committed mark %d, want %d", m.HwmMs, t0+3*hour)
+			}
+			// Hourly cycles for idle_recheck plus one period after the write.
+			for c := now + period; c <= now+recheck.Milliseconds()+period; c += period {
+				cycle(c)
+			}
+			if _, ok := w.rows["v"][late.TsMs]; !ok {
+				t.Errorf("lastActivity %s, skip idle %v: the point stamped M - 30m, written while the cycle that moved the mark to M + 3h ran, never landed (mark %+v)",
+					rd.name, skipIdle, st.marks["v"])
+			}
+		}
+	}
+}
+
+// TestTheNextReadStartsWhereTheMarkInForceStillOwesPoints pins the window
+// rule: a complete read records the lookback of the mark it was planned
+// with, and the next read starts there at the latest, however far the read
+// moved the mark; without a mark, from where the read started.
+func TestTheNextReadStartsWhereTheMarkInForceStillOwesPoints(t *testing.T) {
+	const hour = int64(3_600_000)
+	lookback := time.Hour
+	v := Variable{ID: "v"}
+	plan := func(marks map[string]Mark, end int64) Target {
+		t.Helper()
+		got, _ := Plan([]Variable{v}, marks, PlanOptions{Lookback: lookback, Floor: 1000, End: end})
+		if len(got) != 1 {
+			t.Fatalf("planned %d targets, want 1", len(got))
+		}
+		return got[0]
+	}
+	// No mark: read from the floor, and a complete read owes from there.
+	tg := plan(nil, 100*hour)
+	if tg.Start != 1000 || tg.Reread != 1000 {
+		t.Fatalf("no mark: start %d, reread %d; want both at the floor 1000", tg.Start, tg.Reread)
+	}
+	m, _ := IncrementalMark(tg, Outcome{MaxTs: 50 * hour})
+	if m.RereadMs != 1000 || m.HwmMs != 50*hour {
+		t.Fatalf("first mark %+v: want hwm %d, reread 1000", m, 50*hour)
+	}
+	// The next read starts where the first one owed, not at hwm - lookback.
+	tg = plan(map[string]Mark{"v": m}, 100*hour)
+	if tg.Start != 1000 || tg.Reread != 49*hour {
+		t.Fatalf("second read: start %d, reread %d; want 1000 and %d", tg.Start, tg.Reread, 49*hour)
+	}
+	m, _ = IncrementalMark(tg, Outcome{MaxTs: 90 * hour})
+	tg = plan(map[string]Mark{"v": m}, 100*hour)
+	if tg.Start != 49*hour || tg.From != 49*hour || tg.Reread != 89*hour {
+		t.Fatalf("third read: start %d, from %d, reread %d; want %d, %d, %d", tg.Start, tg.From, tg.Reread, 49*hour, 49*hour, 89*hour)
+	}
+	// A mark written before RereadMs existed reads from its lookback.
+	tg = plan(map[string]Mark{"v": {VariableID: "v", HwmMs: 90 * hour}}, 100*hour)
+	if tg.Start != 89*hour {
+		t.Fatalf("legacy mark: start %d, want %d", tg.Start, 89*hour)
+	}
+	// A backfill that moves the mark keeps what the mark in force owes.
+	bf := BackfillMark(1000, lookback.Milliseconds())
+	held := Mark{VariableID: "v", HwmMs: 90 * hour, RereadMs: 80 * hour, CheckedMs: 95 * hour}
+	got, ok := bf(Target{Variable: v, Start: 70 * hour, End: 99 * hour, Mark: held, HasMark: true}, Outcome{MaxTs: 99 * hour})
+	if !ok || got.HwmMs != 99*hour || got.RereadMs != 80*hour || got.CheckedMs != 95*hour {
+		t.Fatalf("backfill mark %+v (ok %v): want hwm %d, reread %d, checked %d", got, ok, 99*hour, 80*hour, 95*hour)
+	}
+	got, ok = bf(Target{Variable: v, Start: 70 * hour, End: 99 * hour, Mark: Mark{VariableID: "v", HwmMs: 90 * hour}, HasMark: true}, Outcome{MaxTs: 99 * hour})
+	if !ok || got.RereadMs != 89*hour {
+		t.Fatalf("backfill over a legacy mark %+v (ok %v): want reread %d", got, ok, 89*hour)
+	}
+	got, ok = bf(Target{Variable: v, Start: 500, End: 99 * hour}, Outcome{MaxTs: 99 * hour})
+	if !ok || got.RereadMs != 500 {
+		t.Fatalf("backfill from the floor without a mark %+v (ok %v): want reread 500", got, ok)
+	}
+}
