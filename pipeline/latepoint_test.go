@@ -140,14 +140,13 @@ func TestTheNextReadStartsWhereTheMarkInForceStillOwesPoints(t *testing.T) {
 	}
 	m, _ = IncrementalMark(tg, Outcome{MaxTs: 90 * hour})
 	tg = plan(map[string]Mark{"v": m}, 100*hour)
-	// The start may be aligned down by less than an eighth of the window.
-	if tg.Start > 49*hour || tg.Start <= 49*hour-51*hour/8 || tg.From != tg.Start || tg.Reread != 89*hour {
-		t.Fatalf("third read: start %d, from %d, reread %d; want about %d, the same, %d", tg.Start, tg.From, tg.Reread, 49*hour, 89*hour)
+	if tg.Start != 49*hour || tg.From != 49*hour || tg.Reread != 89*hour {
+		t.Fatalf("third read: start %d, from %d, reread %d; want %d, %d, %d", tg.Start, tg.From, tg.Reread, 49*hour, 49*hour, 89*hour)
 	}
 	// A mark written before RereadMs existed reads from its lookback.
 	tg = plan(map[string]Mark{"v": {VariableID: "v", HwmMs: 90 * hour}}, 100*hour)
-	if tg.Start > 89*hour || tg.Start <= 89*hour-11*hour/8 {
-		t.Fatalf("legacy mark: start %d, want about %d", tg.Start, 89*hour)
+	if tg.Start != 89*hour {
+		t.Fatalf("legacy mark: start %d, want %d", tg.Start, 89*hour)
 	}
 	// A backfill that moves the mark keeps what the mark in force owes.
 	bf := BackfillMark(1000, lookback.Milliseconds())
@@ -166,41 +165,43 @@ func TestTheNextReadStartsWhereTheMarkInForceStillOwesPoints(t *testing.T) {
 	}
 }
 
-// TestAlignedStartsShareRequestsWithoutReadingANeighboursWindow: windows
-// of similar length and close starts fall on one start; a start moves down
-// by less than an eighth of its window (a minute at most for short ones),
-// never below the floor; and Group never puts two starts in one request.
-func TestAlignedStartsShareRequestsWithoutReadingANeighboursWindow(t *testing.T) {
+// TestRequestsShareStartsOnlyWithinEachTargetsSlack: 1,000 active
+// windows of close starts share requests as 50 a request allows, while no
+// target is read further below its own start than an eighth of its window.
+func TestRequestsShareStartsOnlyWithinEachTargetsSlack(t *testing.T) {
 	const end, floor = int64(1_700_000_000_000), int64(1_600_000_000_000)
 	r := rand.New(rand.NewPCG(7, 7))
-	for range 100_000 {
-		start := floor + r.Int64N(end-floor+1)
-		if r.IntN(4) == 0 {
-			start = end - r.Int64N(3*minAlign)
-		}
-		got := alignStart(start, end, floor)
-		slack := max((end-start)/8, minAlign-1)
-		if got > start || got < floor || (start > floor && got < start-slack) {
-			t.Fatalf("alignStart(%d, %d, %d) = %d: want in [max(floor, start - %d), start]", start, end, floor, got, slack)
-		}
-	}
-	// 1,000 active variables whose marks lie within the last 5 minutes,
-	// lookback 1 h: a handful of starts, so about as many requests as 50
-	// variables a request need.
 	var targets []*targetState
 	for i := range 1000 {
-		start := alignStart(end-3_600_000-r.Int64N(300_000), end, floor)
+		start := end - 3_600_000 - r.Int64N(300_000)
+		switch i % 10 {
+		case 0: // without a mark
+			start = floor
+		case 1: // marks days old
+			start = end - r.Int64N(30*24*3_600_000)
+		}
 		targets = append(targets, &targetState{Target: Target{Variable: Variable{ID: fmt.Sprint("v", i)}}, start: start, end: end})
 	}
 	reqs := Group(targets, 50)
-	if len(reqs) > 20+3 {
-		t.Errorf("%d requests for 1,000 windows of close starts, want at most 23", len(reqs))
-	}
 	for _, q := range reqs {
 		for _, tg := range q.targets {
-			if tg.start != q.start {
-				t.Fatalf("a request from %d carries a target that starts at %d", q.start, tg.start)
+			if q.start > tg.start || tg.start-q.start > max((end-tg.start)/8, minSlack) {
+				t.Fatalf("a request from %d carries a target starting at %d, %d ms below its own start (window %d ms)", q.start, tg.start, tg.start-q.start, end-tg.start)
 			}
 		}
+	}
+	// 800 active windows (16 requests' worth), 100 at the floor (2), and
+	// 100 spread over 30 days, which share only with close neighbours.
+	if len(reqs) > 16+2+40 {
+		t.Errorf("%d requests, want at most %d", len(reqs), 16+2+40)
+	}
+	active := 0
+	for _, q := range reqs {
+		if end-q.start < 2*3_600_000 {
+			active++
+		}
+	}
+	if active > 17 {
+		t.Errorf("%d requests for 800 active windows within 5 minutes of each other, want at most 17", active)
 	}
 }

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"cmp"
 	"hash/fnv"
-	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -117,8 +116,7 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			// the lookback before now instead of nothing at all.
 			start = max(o.End-lookback, o.Floor)
 		}
-		start = alignStart(start, o.End, o.Floor)
-		fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: min(from, start),
+		fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from,
 			Reread: rereadOf(m, ok, lookback, start), ReadFuture: true})
 	}
 	return skipped
@@ -137,32 +135,6 @@ func windowFrom(m Mark, ok bool, lookbackMs int64) int64 {
 		from = min(from, m.RereadMs)
 	}
 	return from
-}
-
-// minAlign is the finest grid alignStart uses.
-const minAlign = 60_000
-
-// alignStart moves a window's start down onto a grid whose step is an
-// eighth of the window's length or less (a power of two of milliseconds,
-// a minute at least), and never below floor. Windows of similar length and
-// close starts then start at the same instant and share a request (Group
-// packs only equal starts), while a variable reads at most an eighth more
-// of its own history: never a neighbour's longer window. The steps being
-// powers of two, a fleet's windows fall on a few starts per doubling of
-// their length.
-func alignStart(start, end, floor int64) int64 {
-	if start <= floor {
-		return floor
-	}
-	step := int64(minAlign)
-	if n := end - start; n >= 8*minAlign {
-		step = int64(1) << (bits.Len64(uint64(n)) - 4) // n / 16 < step <= n / 8
-	}
-	aligned := start - start%step
-	if start%step < 0 {
-		aligned -= step
-	}
-	return max(floor, aligned)
 }
 
 // rereadOf is the Mark.RereadMs a complete read starting at start commits
@@ -212,13 +184,16 @@ func RecheckPeriod(variableID string, recheck time.Duration) time.Duration {
 	return recheck - time.Duration(frac*float64(recheck/2))
 }
 
-// Group packs targets into requests of at most perRequest variables, each
-// request of targets with one window start, so that no variable is served
-// rows below its own window for the sake of another (a variable without a
-// mark reads from the retention floor; its active neighbours read the
-// lookback). The planner aligns the starts of a cycle's windows
-// (alignStart), so that few distinct starts remain. The request's end is
-// the latest of its targets' (they share one in a cycle or a backfill).
+// Group packs targets into requests of at most perRequest variables.
+// Targets are sorted by window start, and a request's window starts at
+// its first target's: a target joins it only when that start lies within
+// the target's own slack, an eighth of its window (a minute for short
+// ones). So a variable is served at most an eighth more of its own
+// history, never a neighbour's longer window (a variable without a mark
+// reads from the retention floor; its active neighbours read their
+// lookbacks), and windows of close starts still share a request. The
+// request's end is the latest of its targets' (they share one in a cycle
+// and in a backfill).
 //
 // Targets with the same start (all of a backfill's) go in the order of
 // their ids, which is datapoints' sorting key: a request's INSERTs then
@@ -238,7 +213,7 @@ func Group(targets []*targetState, perRequest int) []*request {
 	var reqs []*request
 	for i := 0; i < len(sorted); {
 		n := 1
-		for n < perRequest && i+n < len(sorted) && sorted[i+n].start == sorted[i].start {
+		for n < perRequest && i+n < len(sorted) && sorted[i+n].start-sorted[i].start <= slack(sorted[i+n]) {
 			n++
 		}
 		part := sorted[i : i+n]
@@ -251,4 +226,14 @@ func Group(targets []*targetState, perRequest int) []*request {
 		i += n
 	}
 	return reqs
+}
+
+// minSlack is the least a target's window may be widened by to share a
+// request (see Group).
+const minSlack = 60_000
+
+// slack is how far below its own start a target may be read so as to share
+// a request: an eighth of its window, a minute at least.
+func slack(t *targetState) int64 {
+	return max((t.end-t.start)/8, minSlack)
 }

@@ -38,9 +38,9 @@ func (r *recordingSink) Point(i int, p Point) error {
 // TestAVariableWithoutPointsDoesNotWidenItsNeighboursWindows: one variable
 // with no points (no mark: read from the retention floor) shares a cycle
 // with 49 active ones with long histories; the cycle serves no row older
-// than each variable's own window (its mark's lookback, aligned down by
-// less than an eighth of the window), so it reads the 49 lookbacks, not
-// the 49 histories.
+// than each variable's own window (its mark's lookback, widened by less
+// than an eighth of the window to share a request), so it reads the 49
+// lookbacks, not the 49 histories.
 func TestAVariableWithoutPointsDoesNotWidenItsNeighboursWindows(t *testing.T) {
 	const (
 		hour = int64(3_600_000)
