@@ -130,7 +130,7 @@ func newFlags(env *cliEnv, usage string) *flag.FlagSet {
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.Usage()
+			// Parse has printed the usage already.
 			return err
 		}
 		return usagef("%v; see --help", err)
