@@ -280,7 +280,7 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 	}
 	// Every shard keeps the rollups of its own variables.
 	if c.Sync.Rollups && a.ch != nil {
-		o.Engine.Rollup = a.ch.Rollups()
+		o.Engine.Rollup = a.ch
 	}
 	return o
 }

@@ -148,10 +148,6 @@ type Client struct {
 	// loaded by each EnsureSchema, or by the first write.
 	place atomic.Pointer[placement]
 
-	// held is what the rows written since their variable's last Recompute
-	// add up to, which may spare the recompute (held.go).
-	held held
-
 	// certAsked records that a server asked for a client certificate the
 	// configuration does not have (see noteCertRequests).
 	certAsked atomic.Bool

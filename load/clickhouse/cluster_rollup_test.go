@@ -326,7 +326,7 @@ func checkRollupsOf(t *testing.T, c *Client, id string) {
 		{
 			TableHourly,
 			"SELECT " + hourly + " FROM " + c.Table(TableHourly) + " FINAL WHERE variable_id = ? ORDER BY hour",
-			"SELECT " + hourly + " FROM (SELECT toStartOfHour(ts) AS hour, count() AS count, sum(value) AS sum, min(value) AS min, max(value) AS max, " +
+			"SELECT " + hourly + " FROM (SELECT toStartOfHour(ts) AS hour, count() AS count, " + hourlySum + " AS sum, min(value) AS min, max(value) AS max, " +
 				"argMin(value, ts_ms) AS first_value, min(ts_ms) AS first_ts_ms, argMax(value, ts_ms) AS last_value, max(ts_ms) AS last_ts_ms " +
 				"FROM " + c.Table(TableDatapoints) + " FINAL WHERE variable_id = ? GROUP BY hour) ORDER BY hour",
 		},

@@ -24,12 +24,7 @@ func OpenTestClientOn(t testing.TB, db string) *Client {
 	return newTestClient(t, srv, func(c *Config) { c.Database = db })
 }
 
-// RollupCounts is how many variables c's hook was handed, and how many of
-// them it wrote from a proven record instead of recomputing (held.go).
-func (c *Client) RollupCounts(t testing.TB) (handed, proven float64) {
-	return counterValue(t, c.metrics.rollupVariables), counterValue(t, c.metrics.rollupProven)
+// RollupCount is how many variables c's hook was handed.
+func (c *Client) RollupCount(t testing.TB) float64 {
+	return counterValue(t, c.metrics.rollupVariables)
 }
-
-// ProveSmallRecords lets c prove records of any size (minProvenRows is
-// for a real fleet's costs), so that tests of a few points take both ways.
-func (c *Client) ProveSmallRecords() { c.held.minRows = 1 }

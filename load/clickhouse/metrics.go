@@ -15,9 +15,6 @@ type metrics struct {
 	retries  *prometheus.CounterVec
 	// rollupVariables counts the variables whose rollups were recomputed.
 	rollupVariables prometheus.Counter
-	// rollupProven counts those whose rows were written from what this
-	// process loaded, proven to be what FINAL holds (held.go).
-	rollupProven prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -39,10 +36,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "fleetsync_rollup_variables_total",
 			Help: "Variables whose analyst-table rows were brought up to date after a load (a variable handed twice counts twice).",
 		}),
-		rollupProven: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fleetsync_rollup_proven_variables_total",
-			Help: "Of fleetsync_rollup_variables_total, the variables whose rows were written from the points this process loaded, once a count by version proved them to be what datapoints FINAL holds; the others were recomputed from FINAL.",
-		}),
 	}
 	if reg == nil {
 		return m, nil
@@ -61,10 +54,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, err
 	}
 	m.rollupVariables, err = register(reg, m.rollupVariables)
-	if err != nil {
-		return nil, err
-	}
-	m.rollupProven, err = register(reg, m.rollupProven)
 	if err != nil {
 		return nil, err
 	}

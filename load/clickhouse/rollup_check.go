@@ -15,11 +15,10 @@ import (
 // datapoints FINAL: the hourly rows of every hour that [from, to] (POSIX
 // ms, inclusive) touches, and the latest row of every variable with a
 // point in those hours. Both sides are computed by ClickHouse and compared
-// here, column by column: exactly, except sum, which ClickHouse adds in the
-// order its threads and parts give it, so two sums of the same values may
-// differ in their last bits (equal within 1e-12 of the sum of the absolute
-// values). A row with count = 0 (an hour a rebuild emptied) counts as no
-// row. Nothing is compared inside SQL with a join or a subquery over two
+// here, column by column: exactly, except sum, which both sides compute
+// with hourlySum, whose result depends on the order ClickHouse adds the
+// points in only within the bound sameSum allows. A row with count = 0
+// (an hour a rebuild emptied) counts as no row. Nothing is compared inside SQL with a join or a subquery over two
 // tables, so it runs unchanged on a cluster's Distributed tables.
 //
 // On a cluster it reads replicas that hold every row written before it
@@ -59,7 +58,7 @@ func (c *Client) checkRollups(ctx context.Context, from, to int64) (verify.Rollu
 // checkBatch adds to rep the differences of the variables in `in` over the
 // hours [lo, hi), and their latest rows.
 func (c *Client) checkBatch(ctx context.Context, in string, lo, hi int64, rep *verify.RollupReport) error {
-	want, err := c.hourlyRows(ctx, "SELECT "+hourlyAggregates+", sum(abs(value)) FROM "+c.Table(TableDatapoints)+
+	want, err := c.hourlyRows(ctx, "SELECT "+hourlyAggregates+", sum(abs("+restPart+")) FROM "+c.Table(TableDatapoints)+
 		" FINAL PREWHERE "+pointsWhere(in, lo, hi)+" GROUP BY variable_id, hour", true)
 	if err != nil {
 		return fmt.Errorf("aggregate datapoints FINAL by hour over [%s, %s): %w", msUTC(lo), msUTC(hi), err)
@@ -178,7 +177,9 @@ type hourlyRow struct {
 	count                      uint64
 	sum, min, max, first, last float64
 	firstTs, lastTs            int64
-	absSum                     float64
+	// restAbs is the sum of the absolute values of the rests hourlySum
+	// adds as Float64, on the computed side.
+	restAbs float64
 }
 
 // differs names the columns of got that differ from r, the expected row.
@@ -190,7 +191,7 @@ func (r hourlyRow) differs(got hourlyRow) string {
 	if got.count != r.count {
 		p = append(p, fmt.Sprintf("count %d want %d", got.count, r.count))
 	}
-	if !sameSum(got.sum, r.sum, r.absSum) {
+	if !sameSum(got.sum, r.sum, r.restAbs, r.count) {
 		p = append(p, fmt.Sprintf("sum %v want %v", got.sum, r.sum))
 	}
 	for _, f := range []struct {
@@ -207,23 +208,39 @@ func (r hourlyRow) differs(got hourlyRow) string {
 	return strings.Join(p, ", ")
 }
 
-// sameSum reports whether two sums of the same values are equal: both NaN,
-// equal, or within 1e-12 of the sum of the absolute values (an infinite or
-// NaN sum equals only itself).
-func sameSum(got, want, absSum float64) bool {
+// sameSum reports whether got and want are hourlySum of the same n
+// values, added in two orders: both NaN, equal, or within the bound below
+// (an infinite or NaN sum equals only itself). restAbs is the sum of the
+// absolute values of the rests hourlySum adds as Float64.
+//
+// The two exact parts are the same number on both sides. Each side's sum
+// of the rests is within γ(n-1)·Σ|rest| of the true one, whatever order
+// ClickHouse added them in (see hourlySum), u = 2^-53: taken here as
+// e = n·u·restAbs·(1+n·u)², the last factor also for restAbs itself being
+// such a sum. Each side then rounds its final addition once, by at most u
+// times its result. So
+//
+//	|got - want| <= 2e + u·(|got| + |want|).
+//
+// For integer values (below 1e30) restAbs is 0 and the two sums are equal.
+func sameSum(got, want, restAbs float64, n uint64) bool {
 	switch {
 	case math.IsNaN(got) || math.IsNaN(want):
 		return math.IsNaN(got) && math.IsNaN(want)
 	case got == want:
 		return true
-	case math.IsInf(got, 0) || math.IsInf(want, 0) || math.IsInf(absSum, 0):
+	case math.IsInf(got, 0) || math.IsInf(want, 0) || math.IsInf(restAbs, 0):
 		return false
 	}
-	return math.Abs(got-want) <= 1e-12*math.Max(1, absSum)
+	const u = 0x1p-53
+	k := float64(n)
+	e := k * u * restAbs * (1 + k*u) * (1 + k*u)
+	return math.Abs(got-want) <= 2*e+u*(math.Abs(got)+math.Abs(want))
 }
 
 // hourlyRows runs q, whose columns are hourlyColumns without the version
-// (plus the sum of absolute values when abs), into rows by key.
+// (plus the sum of the absolute values of hourlySum's rests when abs),
+// into rows by key.
 func (c *Client) hourlyRows(ctx context.Context, q string, abs bool) (map[hourKey]hourlyRow, error) {
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
@@ -239,7 +256,7 @@ func (c *Client) hourlyRows(ctx context.Context, q string, abs bool) (map[hourKe
 		)
 		dest := []any{&id, &r.device, &hour, &r.count, &r.sum, &r.min, &r.max, &r.first, &r.last, &r.firstTs, &r.lastTs}
 		if abs {
-			dest = append(dest, &r.absSum)
+			dest = append(dest, &r.restAbs)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err

@@ -57,29 +57,8 @@ func stream(t *testing.T, c *clickhouse.Client, rows []pipeline.Row, chunk int) 
 // TestAStreamedBackfillsRollupsAreWhatFinalHolds: a first load of every
 // variable through two streamed INSERTs, newest first as the service
 // answers, recomputed in statements side by side (hourlyStreams).
-//
-// With the hook taken (Client.Rollups), the rows of every variable that
-// loaded at least minProvenRows points (5 of them here) are written from
-// what the client loaded, proven, and the others' recomputed; all of them
-// proven when small records may be; without the hook all recomputed. Each
-// way gives the rows FINAL holds.
 func TestAStreamedBackfillsRollupsAreWhatFinalHolds(t *testing.T) {
-	for _, tc := range []struct {
-		hook, small bool
-		proven      float64
-	}{{false, false, 0}, {true, false, 5}, {true, true, 20}} {
-		t.Run(fmt.Sprintf("hook %v small %v", tc.hook, tc.small), func(t *testing.T) { streamedBackfill(t, tc.hook, tc.small, tc.proven) })
-	}
-}
-
-func streamedBackfill(t *testing.T, hook, small bool, want float64) {
 	c := clickhouse.OpenTestClient(t)
-	if hook {
-		c.Rollups()
-	}
-	if small {
-		c.ProveSmallRecords()
-	}
 	var rows []pipeline.Row
 	var touched []pipeline.Touched
 	for v := range 20 {
@@ -103,8 +82,8 @@ func streamedBackfill(t *testing.T, hook, small bool, want float64) {
 	if h, l := rolluptest.Check(t, c); h < 20*100 || l != 20 {
 		t.Errorf("compared %d hourly and %d latest rows", h, l)
 	}
-	if handed, proven := c.RollupCounts(t); handed != 20 || proven != want {
-		t.Errorf("%v variables handed, %v written from proven records, want 20 and %v", handed, proven, want)
+	if handed := c.RollupCount(t); handed != 20 {
+		t.Errorf("%v variables handed, want 20", handed)
 	}
 }
 
@@ -115,16 +94,12 @@ func streamedBackfill(t *testing.T, hook, small bool, want float64) {
 // recompute; another writer changing values of the same points and adding
 // its own (with its own hook); merges at random moments. Whenever every
 // writer has handed what it loaded to its hook, both tables must be what
-// FINAL holds. Writer a keeps records of what it loads (Client.Rollups),
-// and b on every other history, so the rows written from a proven record
-// meet every one of these; across the histories both ways must be taken.
-// FLEETSYNC_ROLLUP_SEEDS sets the number of histories (default 12).
+// FINAL holds. FLEETSYNC_ROLLUP_SEEDS sets the number of histories (default 12).
 func TestRollupsAreWhatFinalHoldsWhateverTheWritersDid(t *testing.T) {
 	seeds := 12
 	if s, err := strconv.Atoi(os.Getenv("FLEETSYNC_ROLLUP_SEEDS")); err == nil {
 		seeds = s
 	}
-	var handed, proven float64
 	for seed := range seeds {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) {
 			h := newHistory(t, uint64(seed))
@@ -132,13 +107,7 @@ func TestRollupsAreWhatFinalHoldsWhateverTheWritersDid(t *testing.T) {
 				h.step()
 			}
 			h.settle()
-			n, p := h.a.RollupCounts(t)
-			handed, proven = handed+n, proven+p
 		})
-	}
-	t.Logf("writer a's hook: %v variables handed, %v written from proven records", handed, proven)
-	if proven == 0 || proven == handed {
-		t.Errorf("writer a's hook wrote %v of %v variables from proven records: the histories must take both ways", proven, handed)
 	}
 }
 
@@ -157,12 +126,6 @@ type history struct {
 func newHistory(t *testing.T, seed uint64) *history {
 	a := clickhouse.OpenTestClientOn(t, "")
 	b := clickhouse.OpenTestClientOn(t, a.Database())
-	a.Rollups()
-	a.ProveSmallRecords()
-	if seed%2 == 0 {
-		b.Rollups()
-		b.ProveSmallRecords()
-	}
 	return &history{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), a: a, b: b,
 		vars:    []string{"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"},
 		touched: map[*clickhouse.Client]map[string]pipeline.Touched{a: {}, b: {}}}
@@ -329,8 +292,7 @@ func (h *history) step() {
 		h.optimize()
 	case k < 8 && len(h.since) > 0:
 		// Another writer rewrites some of the very points a loaded, with
-		// other values, and a merge may keep either: a's count of rows
-		// still matches, its versions must not.
+		// other values, and a merge may keep either.
 		var rows []pipeline.Row
 		for _, r := range h.since {
 			if h.rng.IntN(2) == 0 {
@@ -369,7 +331,7 @@ func (h *history) optimize() {
 // holds exactly as many rows as a loaded after the recompute, all of a's
 // versions, but the first half's values are the later INSERT's.
 func (h *history) straddle() {
-	// A variable of its own, so that a first load's count can pass.
+	// A variable of its own.
 	h.made++
 	id := fmt.Sprint("s", h.made)
 	rows := h.rows(id, 2+h.rng.IntN(30), 0.75)
@@ -421,8 +383,7 @@ func (h *history) reread() {
 // disjoint runs in any order, and hands it to a's hook. b may write some
 // of the same points with other values, before a (a smaller version, which
 // a merge drops) or after it (a greater one, which a merge keeps), and a
-// merge may follow: a's record proves its rows only when the table holds
-// a's rows and nothing else.
+// merge may follow.
 func (h *history) fresh() {
 	h.made++
 	rows := h.rows(fmt.Sprint("f", h.made), 2+h.rng.IntN(60), 0.125)

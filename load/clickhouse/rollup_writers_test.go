@@ -3,9 +3,7 @@ package clickhouse_test
 import (
 	"context"
 	"fmt"
-	"slices"
 	"testing"
-	"time"
 
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
@@ -62,8 +60,7 @@ func (r *rollupAfter) Recompute(ctx context.Context, touched []pipeline.Touched)
 // own aggregates there, its count of keys matching after the merge.
 //
 // The second writer is the same client (a second pass of the process) or
-// another one (another process), each keeping records of what it loads
-// (Client.Rollups): the first writer's record must not prove its rows.
+// another one (another process).
 func TestAWritersRollupAfterAnotherWritersValuesHoldsTheValuesFinalKeeps(t *testing.T) {
 	for _, same := range []bool{true, false} {
 		t.Run(fmt.Sprint("same client ", same), func(t *testing.T) { writersAfterAnother(t, same) })
@@ -75,10 +72,6 @@ func writersAfterAnother(t *testing.T, same bool) {
 	second := c
 	if !same {
 		second = clickhouse.OpenTestClientOn(t, c.Database())
-	}
-	for _, w := range []*clickhouse.Client{c, second} {
-		w.Rollups()
-		w.ProveSmallRecords()
 	}
 	ctx := context.Background()
 	ts := []int64{base + 1000, base + 2000, base + hour + 5000}
@@ -103,60 +96,5 @@ func writersAfterAnother(t *testing.T, same bool) {
 	}
 	if sum != 6 {
 		t.Errorf("the hourly sums of v add up to %v, want 6 (three points of the second writer's value 2)", sum)
-	}
-	// The first writer's hook ran last, its record's version merged away.
-	if _, proven := c.RollupCounts(t); !same && proven != 0 {
-		t.Errorf("the first writer wrote %v variables from its record, whose rows the merge dropped", proven)
-	}
-}
-
-// A record whose rows start below the range it is handed with is counted
-// from its first row: here its rows of the first hour were overwritten by
-// another writer, and rows under its own version that it does not hold
-// (as if it had been dropped and started again mid-INSERT) sit in the
-// handed range, making the count over that range alone match it. Counted
-// from the handed range only, it would write its stale first hour and an
-// incomplete third.
-func TestARecordIsCountedFromItsFirstRowWhateverTheRangeHanded(t *testing.T) {
-	ctx := context.Background()
-	c := clickhouse.OpenTestClient(t)
-	c.Rollups()
-	c.ProveSmallRecords()
-	other := clickhouse.OpenTestClientOn(t, c.Database())
-	point := func(ts int64, v float64) pipeline.Row {
-		return pipeline.Row{VariableID: "v", DeviceID: "d", DeviceLabel: "dev", VariableLabel: "x", TsMs: ts, Value: v, Context: "{}"}
-	}
-	var first, third []pipeline.Row
-	for i := range int64(10) {
-		first = append(first, point(base+i*1000, 1))
-		third = append(third, point(base+2*hour+i*1000, 1))
-	}
-	write(t, c, append(slices.Clone(first), third...)...)
-	var version uint64
-	if err := c.Conn().QueryRow(ctx, "SELECT max(version) FROM "+c.Table(clickhouse.TableDatapoints)).Scan(&version); err != nil {
-		t.Fatal(err)
-	}
-	for i := range first {
-		first[i].Value = 7
-	}
-	recompute(t, other, write(t, other, first...))
-	// Ten more rows under the record's version, in the third hour.
-	b, err := c.Conn().PrepareBatch(ctx, "INSERT INTO "+c.Table(clickhouse.TableDatapoints)+" (variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, version)")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range int64(10) {
-		ts := base + 2*hour + 500 + i*1000
-		if err := b.Append("v", "d", "dev", "x", ts, time.UnixMilli(ts), 3.0, "{}", version); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Send(); err != nil {
-		t.Fatal(err)
-	}
-	recompute(t, c, []pipeline.Touched{{VariableID: "v", FromMs: third[0].TsMs, ToMs: third[9].TsMs + 500, Loaded: true}})
-	rolluptest.Check(t, c)
-	if _, proven := c.RollupCounts(t); proven != 0 {
-		t.Errorf("%v variables written from the record", proven)
 	}
 }

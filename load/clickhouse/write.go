@@ -59,23 +59,11 @@ func (c *Client) Write(ctx context.Context, chunks []*pipeline.Batch) error {
 		clear(sc.lng)
 		scratchPool.Put(sc)
 	}()
-	attempts := 0
 	err = c.Retry(ctx, TableDatapoints, func(ctx context.Context) error {
-		attempts++
 		return c.insertPoints(ctx, chunks, version, place, sc)
 	})
 	if err != nil {
 		return fmt.Errorf("insert %d rows into %s: %w", rows, c.Table(TableDatapoints), err)
-	}
-	// Folded once acknowledged, and only when sent once: a failed attempt
-	// may have stored the rows under the same version, which a record's
-	// proof must never meet (held.go).
-	if attempts == 1 {
-		var recs []*record
-		for _, ch := range chunks {
-			recs = c.held.fold(ch, version, place, recs)
-		}
-		c.held.end(version, true, recs)
 	}
 	c.metrics.rows.WithLabelValues(TableDatapoints).Add(float64(rows))
 	return nil
@@ -165,9 +153,6 @@ type insert struct {
 	place   *placement
 	sc      *scratch
 	rows    int
-	// recs are the records its rows were folded into (held.go), told
-	// when it ends.
-	recs []*record
 	// busy is the time spent sending rows, not waiting for them, so the
 	// insert duration metric says how long ClickHouse takes, not the source.
 	busy time.Duration
@@ -185,7 +170,6 @@ func (in *insert) Append(ch *pipeline.Batch) error {
 		return in.c.writeError(fmt.Sprintf("send %d rows to %s", ch.Len(), in.c.Table(TableDatapoints)), err)
 	}
 	in.rows += ch.Len()
-	in.recs = in.c.held.fold(ch, in.version, in.place, in.recs)
 	return nil
 }
 
@@ -194,7 +178,6 @@ func (in *insert) Commit() error {
 	defer in.release()
 	t0 := time.Now()
 	err := in.b.Send()
-	in.c.held.end(in.version, err == nil, in.recs)
 	in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe((in.busy + time.Since(t0)).Seconds())
 	if err != nil {
 		return in.c.writeError(fmt.Sprintf("insert %d rows into %s", in.rows, in.c.Table(TableDatapoints)), err)
@@ -205,7 +188,6 @@ func (in *insert) Commit() error {
 
 // Abort implements pipeline.Insert.
 func (in *insert) Abort() {
-	in.c.held.end(in.version, false, in.recs)
 	if in.sc != nil {
 		in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe(in.busy.Seconds())
 	}
@@ -290,4 +272,14 @@ func checkBatch(b *pipeline.Batch) error {
 		}
 	}
 	return nil
+}
+
+// floorSeconds is ms in whole seconds, rounded down: a negative ms must
+// not round up into the next second.
+func floorSeconds(ms int64) int64 {
+	s := ms / 1000
+	if ms%1000 < 0 {
+		s--
+	}
+	return s
 }
