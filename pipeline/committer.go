@@ -176,11 +176,13 @@ func (c *committer) run(ctx context.Context, stop <-chan struct{}) {
 	for {
 		select {
 		case <-tick.C:
+			turn(ctx)
 			if time.Now().Before(next) {
 				continue
 			}
 			paced()
 		case <-stop:
+			turn(ctx)
 			c.commit(ctx)
 			return
 		}

@@ -111,6 +111,7 @@ func (e *Engine) Run(ctx context.Context, targets []Target) RunResult {
 	for _, t := range targets {
 		byID[t.Variable.ID] = t
 	}
+	ctx = e.named(ctx, "run", -1)
 	floor := e.opts.Floor
 	var total RunResult
 	for pass := 1; ; pass++ {
@@ -162,17 +163,21 @@ func (e *Engine) pass(ctx context.Context, targets []Target, floor int64) RunRes
 	r := newReader(ctx, e, unique, floor, out, c)
 
 	var loaders sync.WaitGroup
-	for range e.opts.InsertWorkers {
+	for i := range e.opts.InsertWorkers {
 		loaders.Add(1)
-		go func() { defer loaders.Done(); load(ctx, e.w, e.opts, out, c.ack) }()
+		ctx := e.named(ctx, "loader", i)
+		go func() { defer loaders.Done(); turn(ctx); load(ctx, e.w, e.opts, out, c.ack) }()
 	}
 	commitDone := make(chan struct{})
 	stopCommit := make(chan struct{})
-	go func() { defer close(commitDone); c.run(ctx, stopCommit) }()
+	cctx := e.named(ctx, "committer", -1)
+	go func() { defer close(commitDone); turn(cctx); c.run(cctx, stopCommit) }()
 	r.run(ctx)
 	loaders.Wait()
+	turn(ctx)
 	close(stopCommit)
 	<-commitDone
+	turn(ctx)
 
 	res := RunResult{Moved: Moved{
 		Targets:  len(unique),

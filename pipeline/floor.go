@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,9 +13,11 @@ import (
 // configured floor, moved forward when the service rejects a range as
 // past its retention.
 type retentionFloor struct {
-	e  *Engine
-	mu sync.Mutex // one search at a time
-	at atomic.Int64
+	e *Engine
+	// lock holds one search at a time: a channel, not a mutex, since a
+	// search calls the source while it holds it (turns.go).
+	lock chan struct{}
+	at   atomic.Int64
 	// moved is set once a rejection moved at; probes counts the requests
 	// the searches cost.
 	moved  bool
@@ -25,7 +26,7 @@ type retentionFloor struct {
 
 // newRetentionFloor is a floor at at.
 func newRetentionFloor(e *Engine, at int64) *retentionFloor {
-	f := &retentionFloor{e: e}
+	f := &retentionFloor{e: e, lock: make(chan struct{}, 1)}
 	f.at.Store(at)
 	return f
 }
@@ -39,8 +40,9 @@ func newRetentionFloor(e *Engine, at int64) *retentionFloor {
 // before the new floor are out of reach; that is logged once per run. An
 // error is a probe's failure for another reason.
 func (f *retentionFloor) move(ctx context.Context, id string, start, end int64, err error) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.lock <- struct{}{}
+	defer func() { <-f.lock }()
+	turn(ctx)
 	cur := f.at.Load()
 	if start < cur {
 		return nil // another request moved it already; retry at the new floor
@@ -63,8 +65,8 @@ func (f *retentionFloor) move(ctx context.Context, id string, start, end int64, 
 // movedTo is the floor when a rejection moved it, zero otherwise; the pass
 // reads it once its fetchers are done.
 func (f *retentionFloor) movedTo() int64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
+	f.lock <- struct{}{}
+	defer func() { <-f.lock }()
 	if !f.moved {
 		return 0
 	}

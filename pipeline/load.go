@@ -106,12 +106,14 @@ func load(ctx context.Context, w Writer, o EngineOptions, in *chunks, ack func(s
 	for {
 		select {
 		case c, ok := <-in.full:
+			turn(ctx)
 			if !ok {
 				commit()
 				return
 			}
 			add(c)
 		case <-timer.C:
+			turn(ctx)
 			commit()
 			timer.Reset(o.BatchAge)
 		}

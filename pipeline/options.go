@@ -44,6 +44,13 @@ type EngineOptions struct {
 	// Rollup, when set, recomputes the analyst tables for what each
 	// commit's targets loaded, before their marks are written.
 	Rollup Rollup
+	// Turns, when set, hands each goroutine of a run, by its name, the
+	// function it calls as it starts and each time it goes on after
+	// waiting for another goroutine or for time (turns.go). The
+	// deterministic simulation parks it there until its seed picks it, so
+	// that one goroutine runs at a time, in an order the seed chooses.
+	// Nil, as in the product, lets them all run at once.
+	Turns func(name string) func()
 }
 
 func (o *EngineOptions) defaults() {

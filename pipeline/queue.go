@@ -79,12 +79,23 @@ func (q *queue) doneAdding() {
 }
 
 // pop returns the next request, or nil when the work is finished or the
-// context cancelled. Every non-nil pop must be followed by done.
-func (q *queue) pop() *request {
+// context cancelled. Every non-nil pop must be followed by done. The
+// fetcher takes its turn (turns.go) before it looks, and again each time
+// it wakes, the lock released meanwhile.
+func (q *queue) pop(ctx context.Context) *request {
+	t := turnOf(ctx)
+	if t != nil {
+		t()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for len(q.items) == 0 && (q.outstanding > 0 || q.adding) && !q.cancelled {
 		q.cond.Wait()
+		if t != nil {
+			q.mu.Unlock()
+			t()
+			q.mu.Lock()
+		}
 	}
 	if len(q.items) == 0 || q.cancelled {
 		return nil

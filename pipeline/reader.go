@@ -86,11 +86,13 @@ func newReader(ctx context.Context, e *Engine, targets []Target, floor int64, ou
 // the loaders' input.
 func (r *reader) run(ctx context.Context) {
 	var fetchers sync.WaitGroup
-	for range r.e.opts.MaxInFlight {
+	for i := range r.e.opts.MaxInFlight {
 		fetchers.Add(1)
-		go func() { defer fetchers.Done(); r.fetcher(ctx) }()
+		ctx := r.e.named(ctx, "fetcher", i)
+		go func() { defer fetchers.Done(); turn(ctx); r.fetcher(ctx) }()
 	}
 	fetchers.Wait()
+	turn(ctx)
 	r.out.close()
 }
 
@@ -100,7 +102,7 @@ func (r *reader) fetcher(ctx context.Context) {
 	chunk := r.out.get()
 	var since time.Time
 	for {
-		req := r.q.pop()
+		req := r.q.pop(ctx)
 		if req == nil {
 			break
 		}
@@ -202,6 +204,7 @@ func (r *reader) retryOrFail(ctx context.Context, req *request, err error, touch
 		case <-ctx.Done():
 		}
 		t.Stop()
+		turn(ctx)
 		r.q.push(req)
 	default:
 		r.failRequest(req, err)

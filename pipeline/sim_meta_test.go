@@ -9,6 +9,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"time"
 )
@@ -37,6 +38,7 @@ type simRefresh struct{ p *simProc }
 
 func (s simRefresh) Devices(ctx context.Context, fn func(Device) error) error {
 	w := s.p.w
+	w.sched.call("list devices")
 	w.mu.Lock()
 	var ids []string
 	seen := map[string]bool{}
@@ -68,6 +70,7 @@ type simMetaStore struct{ p *simProc }
 
 func (s simMetaStore) WriteDevices(_ context.Context, ds []Device, _ time.Time) error {
 	w := s.p.w
+	w.sched.call(fmt.Sprintf("write %d devices", len(ds)))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, d := range ds {
@@ -78,6 +81,7 @@ func (s simMetaStore) WriteDevices(_ context.Context, ds []Device, _ time.Time) 
 
 func (s simMetaStore) WriteVariables(_ context.Context, vs []Variable, _ time.Time) error {
 	w := s.p.w
+	w.sched.call(fmt.Sprintf("write %d variables", len(vs)))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, v := range vs {

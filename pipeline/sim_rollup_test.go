@@ -42,9 +42,10 @@ type simRollup struct{ p *simProc }
 
 func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 	w := r.p.w
+	content := sortedIDs(touched, func(t Touched) string { return t.VariableID })
+	w.sched.call("rollup " + content)
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	content := sortedIDs(touched, func(t Touched) string { return t.VariableID })
 	if err := r.p.write("rollup", content, "rollup"); err != nil {
 		return err
 	}

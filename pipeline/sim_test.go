@@ -6,7 +6,19 @@ package pipeline
 // behaviour the spec leaves open and every fault is drawn from a seed at
 // the moment it is met. Time is simulated, so a seed runs in milliseconds.
 //
+// A seed replays exactly: each runs in a testing/synctest bubble, whose
+// virtual clock drives the committer's ticker and every timer the engine
+// paces itself by, and a scheduler (sim_sched_test.go) lets one goroutine
+// go on at a time, the one the seed picks, at every model call and every
+// point where a goroutine of a run goes on after waiting for another
+// (EngineOptions.Turns). Its trace (each model call in the order it was
+// let go, each write, run and violation) is the same on every run:
+// TestSimulationReplays checks 100 of the fixed seeds twice, -sim.replays
+// N makes TestSimulation run each seed N times. Only the wall-clock time
+// a seed takes varies.
+//
 //	go test ./pipeline -run 'TestSimulation$'                  # the fixed seeds
+//	go test ./pipeline -run 'TestSimulation$' -sim.seeds 200 -sim.replays 10   # replays
 //	go test ./pipeline -run 'TestSimulation$' -seed N          # replay one
 //	go test ./pipeline -run 'TestSimulation$' -sim.seeds 100000 -sim.base 0 -v   # soak (make soak)
 //
@@ -21,10 +33,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -34,6 +48,9 @@ var (
 	simBase  = flag.Int64("sim.base", 1, "the first seed TestSimulation runs; -1 picks one at random (make soak)")
 	simVars  = flag.Int("sim.vars", 0, "cap the seed's variables (a shrunk replay)")
 	simSteps = flag.Int("sim.steps", 0, "cap the seed's steps (a shrunk replay)")
+	// Replays are checked by TestSimulationReplays; -sim.replays N makes
+	// TestSimulation run each of its seeds N times as well.
+	simReplays = flag.Int("sim.replays", 1, "run each seed of TestSimulation this many times; their traces must be identical")
 )
 
 // simScenario draws a seed's scenario; vars and steps, when positive, cap it.
@@ -81,16 +98,26 @@ type simResult struct {
 	cfg        simConfig
 	violations []string
 	trace      []string
-	exact      bool
 }
 
 func (r simResult) failed() bool { return len(r.violations) > 0 }
 
-// runSim runs one seed to its end and checks it.
-func runSim(seed uint64, vars, steps int) simResult {
+// runSim runs one seed to its end and checks it, in a bubble of its own
+// (sim_sched_test.go).
+func runSim(t *testing.T, seed uint64, vars, steps int) simResult {
+	var res simResult
+	synctest.Test(t, func(*testing.T) { res = runSimBubbled(seed, vars, steps) })
+	return res
+}
+
+// runSimBubbled is runSim inside its bubble.
+func runSimBubbled(seed uint64, vars, steps int) simResult {
 	cfg := simScenario(seed, vars, steps)
 	w := &simWorld{seed: seed, cfg: cfg, byID: map[string]*simVar{}, seen: map[string]int{},
 		stored: map[string]map[int64]float64{}, marks: map[string]Mark{}}
+	w.sched = newSimSched(w)
+	go w.sched.run()
+	defer w.sched.stop()
 	w.now.Store(simStart)
 	w.build()
 	for i := range cfg.steps {
@@ -124,7 +151,7 @@ func runSim(seed uint64, vars, steps int) simResult {
 	w.checkTables("after the quiet cycle idle_recheck later")
 	w.checkMetadata("after the quiet cycle idle_recheck later")
 	w.mu.Unlock()
-	return simResult{seed: seed, cfg: cfg, violations: w.violations, trace: w.trace, exact: cfg.serial() && !w.concurrent}
+	return simResult{seed: seed, cfg: cfg, violations: w.violations, trace: w.trace}
 }
 
 // build makes the fleet the seed starts with: per variable, its own
@@ -184,7 +211,6 @@ func (w *simWorld) step(i int) {
 		}
 		to := from + r.Int64N(now-from+1)
 		w.logf("step %d: a backfill %d..%d beside a cycle", i, from-simStart, to-simStart)
-		w.concurrent = true
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
@@ -199,7 +225,6 @@ func (w *simWorld) step(i int) {
 		wg.Wait()
 	default:
 		w.logf("step %d: shards 1 and 2 overlapping", i)
-		w.concurrent = true
 		var wg sync.WaitGroup
 		for _, sh := range [][2]int{{0, 1}, {0, 2}, {1, 2}} {
 			wg.Add(1)
@@ -223,6 +248,7 @@ func (w *simWorld) run(p *simProc, fn func(*Syncer, context.Context) error) {
 
 // runShard runs fn on a fresh Syncer of process p, as shard index of count.
 func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error, index, count int) {
+	w.sched.park(p.name+"/main", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.mu.Lock()
@@ -236,7 +262,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	opts := SyncOptions{
 		Engine: EngineOptions{RowsPerRequest: w.cfg.rows, VariablesPerRequest: w.cfg.perReq, MaxInFlight: w.cfg.inFlight,
 			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond,
-			Rollup: simRollup{p}, Counts: counts},
+			Rollup: simRollup{p}, Counts: counts, Turns: w.sched.turns(p.name)},
 		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
 		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },
@@ -277,14 +303,14 @@ func (w *simWorld) checkFinal(when string) {
 
 // shrink looks for the smallest caps of variables and steps under which
 // the seed still fails.
-func shrink(res simResult) (vars, steps int, smallest simResult) {
+func shrink(t *testing.T, res simResult) (vars, steps int, smallest simResult) {
 	smallest, vars, steps = res, res.cfg.vars, res.cfg.steps
 	for s := 1; s <= res.cfg.steps; s++ {
 		for v := 1; v <= res.cfg.vars; v++ {
 			if v == res.cfg.vars && s == res.cfg.steps {
 				continue
 			}
-			if r := runSim(res.seed, v, s); r.failed() {
+			if r := runSim(t, res.seed, v, s); r.failed() {
 				return v, s, r
 			}
 		}
@@ -296,11 +322,7 @@ func shrink(res simResult) (vars, steps int, smallest simResult) {
 func (r simResult) report(vars, steps int) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "seed %d failed (%s)\n", r.seed, r.cfg)
-	replay := "replays exactly"
-	if !r.exact {
-		replay = "replays its choices; the interleaving of its goroutines or processes may differ, so run it a few times"
-	}
-	fmt.Fprintf(&b, "replay (%s): go test ./pipeline -run 'TestSimulation$' -seed %d -sim.vars %d -sim.steps %d -v\n", replay, r.seed, vars, steps)
+	fmt.Fprintf(&b, "replay (exactly): go test ./pipeline -run 'TestSimulation$' -seed %d -sim.vars %d -sim.steps %d -v\n", r.seed, vars, steps)
 	for _, v := range r.violations {
 		fmt.Fprintf(&b, "  violation: %s\n", v)
 	}
@@ -314,15 +336,97 @@ func (r simResult) report(vars, steps int) string {
 	return b.String()
 }
 
+// replay runs seed n times and returns its first run, and how a later run
+// differed from it ("" when none did).
+func replay(t *testing.T, seed uint64, vars, steps, n int) (simResult, string) {
+	first := runSim(t, seed, vars, steps)
+	for k := 2; k <= n; k++ {
+		again := runSim(t, seed, vars, steps)
+		if d := traceDiff(first, again); d != "" {
+			return first, fmt.Sprintf("run %d of seed %d differs from its first: %s", k, seed, d)
+		}
+	}
+	return first, ""
+}
+
+// traceDiff is where two runs' traces or violations first differ, "" when
+// they do not.
+func traceDiff(a, b simResult) string {
+	la := append(slices.Clone(a.trace), a.violations...)
+	lb := append(slices.Clone(b.trace), b.violations...)
+	for i := range min(len(la), len(lb)) {
+		if la[i] != lb[i] {
+			return fmt.Sprintf("line %d of %d: %q, then %q", i+1, len(la), la[i], lb[i])
+		}
+	}
+	if len(la) != len(lb) {
+		return fmt.Sprintf("%d lines, then %d", len(la), len(lb))
+	}
+	return ""
+}
+
+// runSeeds runs n seeds from base, each replays times, on every core, and
+// returns those that failed and how replays differed.
+func runSeeds(t *testing.T, base uint64, n, stride, replays int) (failed []simResult, differed []string) {
+	seeds := make(chan uint64)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for s := range seeds {
+				res, d := replay(t, s, *simVars, *simSteps, replays)
+				mu.Lock()
+				if res.failed() {
+					failed = append(failed, res)
+				}
+				if d != "" {
+					differed = append(differed, d)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	for i := range n {
+		seeds <- base + uint64(i*stride)
+	}
+	close(seeds)
+	wg.Wait()
+	sort.Slice(failed, func(i, j int) bool { return failed[i].seed < failed[j].seed })
+	sort.Strings(differed)
+	return failed, differed
+}
+
+// TestSimulationReplays runs 100 of the fixed seeds twice each: their
+// traces (every model call, in the order the scheduler let it go, and
+// every write, run and violation) must be identical. -sim.replays N runs
+// every seed of TestSimulation N times.
+func TestSimulationReplays(t *testing.T) {
+	if *simSeed >= 0 {
+		t.Skip("replaying one seed")
+	}
+	const seeds, stride = 100, 20
+	start := time.Now()
+	_, differed := runSeeds(t, 1, seeds, stride, 2)
+	t.Logf("%d seeds, 2 runs each, in %s: %d differed", seeds, time.Since(start).Round(time.Millisecond), len(differed))
+	if len(differed) > 0 {
+		t.Fatalf("%d of %d seeds did not replay exactly:\n%s", len(differed), seeds, strings.Join(differed, "\n"))
+	}
+}
+
 // TestSimulation runs the fixed seeds (or -seed, or -sim.seeds fresh ones
-// from -sim.base -1): every seed must end exact.
+// from -sim.base -1): every seed must end exact, and, with -sim.replays,
+// replay exactly.
 func TestSimulation(t *testing.T) {
 	if *simSeed >= 0 {
-		res := runSim(uint64(*simSeed), *simVars, *simSteps)
+		res, d := replay(t, uint64(*simSeed), *simVars, *simSteps, *simReplays)
 		for _, l := range res.trace {
 			t.Log(l)
 		}
-		t.Logf("seed %d (%s): replays exactly: %v", res.seed, res.cfg, res.exact)
+		if d != "" {
+			t.Error(d)
+		}
 		if res.failed() {
 			t.Fatal(res.report(res.cfg.vars, res.cfg.steps))
 		}
@@ -334,40 +438,22 @@ func TestSimulation(t *testing.T) {
 	}
 	n := *simSeeds
 	start := time.Now()
-	seeds := make(chan uint64)
-	var mu sync.Mutex
-	var failed []simResult
-	var wg sync.WaitGroup
-	for range runtime.GOMAXPROCS(0) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for s := range seeds {
-				if res := runSim(s, *simVars, *simSteps); res.failed() {
-					mu.Lock()
-					failed = append(failed, res)
-					mu.Unlock()
-				}
-			}
-		}()
-	}
-	for i := range n {
-		seeds <- uint64(base) + uint64(i)
-	}
-	close(seeds)
-	wg.Wait()
+	failed, differed := runSeeds(t, uint64(base), n, 1, *simReplays)
 	took := time.Since(start)
-	t.Logf("%d seeds from %d in %s: %.0f runs/s, %d failed", n, base, took.Round(time.Millisecond), float64(n)/took.Seconds(), len(failed))
+	t.Logf("%d seeds from %d, %d runs each, in %s: %.0f runs/s, %d failed, %d did not replay exactly",
+		n, base, *simReplays, took.Round(time.Millisecond), float64(n**simReplays)/took.Seconds(), len(failed), len(differed))
+	if len(differed) > 0 {
+		t.Errorf("%d of %d seeds did not replay exactly:\n%s", len(differed), n, strings.Join(differed, "\n"))
+	}
 	if len(failed) == 0 {
 		return
 	}
-	sort.Slice(failed, func(i, j int) bool { return failed[i].seed < failed[j].seed })
 	var seedList []string
 	for _, f := range failed {
 		seedList = append(seedList, fmt.Sprint(f.seed))
 	}
 	first := failed[0]
-	v, s, small := shrink(first)
+	v, s, small := shrink(t, first)
 	t.Fatalf("%d of %d seeds failed: %s\nthe first, %d (seed number %d of the run), shrunk to %d variables and %d steps:\n%s",
 		len(failed), n, strings.Join(seedList, " "), first.seed, first.seed-uint64(base)+1, v, s, small.report(v, s))
 }

@@ -126,10 +126,6 @@ func (m countMode) String() string {
 	return [...]string{"exact", "flaky", "none", "refused", "unavailable"}[m]
 }
 
-// serial reports whether the engine runs one fetcher and one loader, the
-// configuration whose runs replay exactly.
-func (c simConfig) serial() bool { return c.inFlight == 1 && c.workers == 1 }
-
 func (c simConfig) String() string {
 	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%s order=%s last_activity=%s counts=%s skip_idle=%v faults=%.2f crashes=%v service_short=%dms move_chunk=%d hold_rows=%d",
 		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.skipIdle, c.faults, c.crashes, c.serviceShortMs, c.moveChunk, c.holdRows)
@@ -165,9 +161,8 @@ type simWorld struct {
 	violations []string
 	trace      []string
 	nextVar    int
-	// concurrent is set once two processes ran side by side: their
-	// interleaving is the scheduler's, so the seed no longer replays exactly.
-	concurrent bool
+	// sched lets the seed's goroutines go on one at a time (sim_sched_test.go).
+	sched *simSched
 }
 
 // draw is the model's random choice of kind for content: a function of the
@@ -478,6 +473,7 @@ type simCountingSource struct{ simSource }
 
 func (s simSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 	w := s.p.w
+	w.sched.call("walk")
 	w.mu.Lock()
 	content := fmt.Sprint(w.now.Load())
 	s.p.step("walk", content)
@@ -558,6 +554,7 @@ func (s simSource) during(kind, content string) {
 func (s simSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
 	w := s.p.w
 	content := fmt.Sprint(req.VariableIDs, req.Start, req.End, req.Limit)
+	w.sched.call("series " + content)
 	w.mu.Lock()
 	s.p.ask(content)
 	s.p.step("series", content)
@@ -660,6 +657,7 @@ func (w *simWorld) frame(v *simVar, req SeriesRequest, content string) []simPoin
 func (s simCountingSource) Count(ctx context.Context, ids []string, start, end int64) ([]int64, error) {
 	w := s.p.w
 	content := fmt.Sprint(ids, start, end)
+	w.sched.call("count " + content)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s.p.step("count", content)
@@ -707,6 +705,7 @@ type simInsert struct {
 
 func (wr simWriter) Begin(context.Context) (Insert, error) {
 	w := wr.p.w
+	w.sched.call("begin an insert")
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if wr.p.dead {
@@ -720,6 +719,7 @@ func (in *simInsert) Append(c *Batch) error {
 		in.rows = append(in.rows, Row{VariableID: c.VariableID[i], TsMs: c.TsMs[i], Value: c.Value[i]})
 	}
 	w := in.p.w
+	w.sched.call(fmt.Sprintf("append %d rows", c.Len()))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if c.Len() > 0 && w.fault("append", fmt.Sprint(c.VariableID[0], c.TsMs[0], c.Len()), 0.01) {
@@ -730,8 +730,6 @@ func (in *simInsert) Append(c *Batch) error {
 
 func (in *simInsert) Commit() error {
 	w := in.p.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	// The INSERT's content is its keys, hashed: its rows depend only on
 	// the requests served, not on when the loader ran.
 	h := fnv.New64a()
@@ -742,6 +740,9 @@ func (in *simInsert) Commit() error {
 		h.Write(b[:])
 	}
 	content := fmt.Sprintf("%d rows %x", len(in.rows), h.Sum64())
+	w.sched.call("insert " + content)
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	in.p.step("insert", content)
 	// part is a prefix of the rows: the blocks of an INSERT (or a
 	// Distributed table's shards) are stored one by one, so a failure can
@@ -814,6 +815,7 @@ type simStore struct{ p *simProc }
 
 func (s simStore) Load(ctx context.Context) (map[string]Mark, error) {
 	w := s.p.w
+	w.sched.call("load marks")
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.fault("marks/load", s.p.name+fmt.Sprint(w.now.Load()), 0.03) {
@@ -837,10 +839,11 @@ func (s simStore) MarksOf(ctx context.Context, ids []string, fn func(Mark) error
 
 func (s simStore) Commit(_ context.Context, marks []Mark) error {
 	w := s.p.w
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	// Sorted: the order marks become ready in is the loaders'.
 	content := sortedIDs(marks, func(m Mark) string { return m.VariableID })
+	w.sched.call("commit marks " + sortedIDs(marks, func(m Mark) string { return fmt.Sprintf("%s@%+d", m.VariableID, m.HwmMs-simStart) }))
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if err := s.p.write("commit", content, "marks"); err != nil {
 		return err
 	}
