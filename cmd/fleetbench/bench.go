@@ -51,6 +51,8 @@ type bench struct {
 	// incrChanged is the number of variables changed before each
 	// incremental cycle.
 	incrChanged int
+	// steady holds the steady-state section's results, for the targets.
+	steady []steadyResult
 }
 
 func newBench(ctx context.Context, o *options, stdout, stderr io.Writer, args []string) (*bench, error) {
@@ -195,6 +197,12 @@ func (b *bench) measure(ctx context.Context) error {
 		b.logf("== fleet")
 		if err := b.fleetSize(ctx); err != nil {
 			fail("fleet", err)
+		}
+	}
+	if b.o.only["steady"] && ctx.Err() == nil {
+		b.logf("== steady")
+		if err := b.steadyState(ctx); err != nil {
+			fail("steady", err)
 		}
 	}
 	if b.o.only["gobench"] && ctx.Err() == nil {

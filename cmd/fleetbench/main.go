@@ -36,6 +36,11 @@
 //  10. fleet size (`-only fleet`): a first sync and an idle cycle of 10^5
 //     and 10^6 variables (2,000 and 20,000 devices × 50, 2 points each):
 //     wall time, peak RSS, CPU and the metadata rows written;
+//  11. the steady state (`-only steady`, steady.go): the `fleetsync run`
+//     daemon against fleetsim with live writers, at the defaults' timing
+//     scaled down (-steady-scale), on 24 variables with a dense history
+//     and on 10,000 of which 10 % report each cycle: requests, rows served,
+//     points loaded and CPU per new point, freshness and duplicates;
 //
 // plus one profiled in-process sync whose top functions are recorded. Every
 // figure is the median of -runs runs with min and max. It prints a table,
@@ -55,6 +60,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/fleetsync/fleetsync/config"
 )
@@ -92,6 +98,8 @@ type options struct {
 	// fleetMax leaves out the fleet-size section's fleets of more
 	// variables (0: none left out).
 	fleetMax int
+	// steady is the steady-state section's timing and fleets.
+	steady steadyOptions
 }
 
 // tuning is the sync section fleetsync runs the backfills with: the
@@ -107,7 +115,7 @@ type tuning struct {
 }
 
 // parts lists the measurements -only accepts, in run order.
-var parts = []string{"ceiling", "source", "e2e", "profile", "cut", "flat", "incr", "idle", "ratelimit", "gobench", "compression", "rollup", "fleet"}
+var parts = []string{"ceiling", "source", "e2e", "profile", "cut", "flat", "incr", "idle", "ratelimit", "gobench", "compression", "rollup", "fleet", "steady"}
 
 func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	fs := flag.NewFlagSet("fleetbench", flag.ContinueOnError)
@@ -120,6 +128,8 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	only := fs.String("only", "", "comma-separated subset of "+strings.Join(parts, ",")+" (default: all)")
 	fs.BoolVar(&o.profile, "profile", true, "run one extra in-process sync under the CPU profiler")
 	fs.IntVar(&o.fleetMax, "fleet-max", 0, "fleet-size section: leave out fleets of more variables than this (0: measure all)")
+	steadyScale := fs.Int("steady-scale", 0, fmt.Sprintf("steady-state section: divide the defaults' schedule, lookback and idle_recheck by this (default %d, or 150 with -quick); the period is rounded to whole seconds", steadyDefaultScale))
+	fs.Float64Var(&o.steady.length, "steady-length", steadyDefaultLength, "steady-state section: recheck periods of live writing per fleet")
 	fs.BoolVar(&o.keep, "keep", false, "keep the working directory (configs, logs, profiles, Native files)")
 	d := config.Default()
 	fs.IntVar(&o.tune.RowsPerRequest, "rows-per-request", d.Sync.RowsPerRequest, "sync.rows_per_request of the backfills (the configuration's default)")
@@ -160,6 +170,20 @@ func parseOptions(args []string, stderr io.Writer) (*options, error) {
 	if !o.profile {
 		delete(o.only, "profile")
 	}
+	if *steadyScale == 0 {
+		*steadyScale = steadyDefaultScale
+		if o.quick {
+			*steadyScale = 150
+		}
+	}
+	if *steadyScale < 1 || *steadyScale > int(defaultPeriod/time.Second) {
+		return nil, fmt.Errorf("-steady-scale %d: want 1 to %d (a period of at least a second)", *steadyScale, int(defaultPeriod/time.Second))
+	}
+	if o.steady.length <= 0 {
+		return nil, fmt.Errorf("-steady-length %v: want more than 0", o.steady.length)
+	}
+	o.steady.period = (defaultPeriod / time.Duration(*steadyScale)).Round(time.Second)
+	o.steady.shapes = steadyShapes(o.quick)
 	o.sizes = sizes{devices: 125, vars: 4, points: 10000, flatDevices: 250, flatPoints: 20000, cutDevices: 63, cutPoints: 20000, incrDevices: 2500, incrVars: 4, incrPoints: 20}
 	if o.quick {
 		o.sizes = sizes{devices: 13, vars: 4, points: 10000, flatDevices: 25, flatPoints: 20000, cutDevices: 7, cutPoints: 20000, incrDevices: 250, incrVars: 4, incrPoints: 20}

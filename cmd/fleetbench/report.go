@@ -203,6 +203,7 @@ func (b *bench) targets() []target {
 			}
 		}
 	}
+	ts = append(ts, b.steadyTargets()...)
 	if f := b.find("go-DecodeSeries"); f != nil {
 		add("raw-series decoder ≥ 3 M points/s on one core", f.median() >= 3e6, true, "%.1f M points/s", f.median()/1e6)
 	} else {

@@ -205,6 +205,40 @@ func (s *Sim) control(r *http.Request, seg []string) (any, int, error) {
 			return nil, http.StatusNoContent, nil
 		}
 		return nil, 0, notAllowed
+	case n == 1 && seg[0] == "served":
+		if m != http.MethodGet {
+			return nil, 0, notAllowed
+		}
+		return map[string]int64{"raw_series_rows": s.RowsServed()}, http.StatusOK, nil
+	case n == 1 && seg[0] == "points":
+		if m != http.MethodPost {
+			return nil, 0, notAllowed
+		}
+		raw, err := io.ReadAll(io.LimitReader(r.Body, maxBodySize))
+		if err != nil {
+			return nil, 0, badRequest("body: %v", err)
+		}
+		var body map[string][]pointJSON
+		dec := json.NewDecoder(bytes.NewReader(quoteNonFinite(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&body); err != nil {
+			return nil, 0, badRequest("body: %v", err)
+		}
+		pts := make(map[string][]SimPoint, len(body))
+		added := 0
+		for id, ps := range body {
+			for i, p := range ps {
+				if p.Timestamp == nil || p.Value == nil {
+					return nil, 0, badRequest("variable %s, point %d: timestamp and value are required", id, i)
+				}
+				pts[id] = append(pts[id], SimPoint{TimestampMs: *p.Timestamp, Value: float64(*p.Value), Context: p.Context})
+			}
+			added += len(ps)
+		}
+		if err := s.AddPointsMany(pts); err != nil {
+			return nil, 0, err
+		}
+		return map[string]any{"added": added}, http.StatusOK, nil
 	case n == 2 && seg[0] == "counters" && seg[1] == "reset":
 		if m != http.MethodPost {
 			return nil, 0, notAllowed

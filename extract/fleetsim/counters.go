@@ -13,11 +13,19 @@ func (s *Sim) Counters() map[string]int {
 	return out
 }
 
-// ResetCounters sets every counter back to zero.
+// RowsServed returns how many points the raw-series responses carried
+// since start or the last ResetCounters: a row of a per-variable frame is
+// one point, a row of a joined frame one per variable with a value in it.
+// A response cut by a fault or left by its client counts what was written
+// into it; a benchmark compares it with the points a client loaded.
+func (s *Sim) RowsServed() int64 { return s.rowsServed.Load() }
+
+// ResetCounters sets every counter back to zero, RowsServed too.
 func (s *Sim) ResetCounters() {
 	s.counterMu.Lock()
 	defer s.counterMu.Unlock()
 	s.counters = map[string]int{}
+	s.rowsServed.Store(0)
 }
 
 func (s *Sim) count(key string) {

@@ -94,6 +94,9 @@ func (s *Sim) postRawSeries(w http.ResponseWriter, r *http.Request, _ []string, 
 		columns, results = frameParts(st, q, lo, hi, limit, s.opts.SeriesOrder, s.opts.Seed)
 	}
 	writeResponse(st, columns, results, s.opts.ResultsFirst)
+	// Counted before the last bytes go out, so that a client that has
+	// read the whole response finds its points counted.
+	s.rowsServed.Add(st.points)
 	st.flush()
 }
 
@@ -260,6 +263,7 @@ func writeJoinedRows(st *stream, q *dataQuery, kinds []colKind, lo, hi int64, li
 			}
 			c := &curs[i]
 			c.next()
+			st.points++
 			for _, kind := range kinds {
 				st.buf = append(st.buf, ',')
 				st.buf = appendCell(st.buf, kind, c, q.vars[i], q.precision)
@@ -289,6 +293,7 @@ func writeRow(st *stream, k int, kinds []colKind, c *cursor, vs *varSnap, precis
 	if k > 0 {
 		st.buf = append(st.buf, ',')
 	}
+	st.points++
 	st.buf = append(st.buf, '[')
 	for j, kind := range kinds {
 		if j > 0 {

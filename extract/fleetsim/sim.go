@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	_ "time/tzdata" // tz names are validated with time.LoadLocation; do not depend on the host's zoneinfo
 )
@@ -54,6 +55,9 @@ type Sim struct {
 
 	counterMu sync.Mutex
 	counters  map[string]int
+	// rowsServed counts the points raw-series responses carried (see
+	// RowsServed); ResetCounters zeroes it.
+	rowsServed atomic.Int64
 
 	// retryMu guards retryAt: per request identity, the instant before which
 	// the last 429 told the client not to send it again (see retryafter.go).

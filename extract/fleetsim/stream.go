@@ -13,6 +13,8 @@ type stream struct {
 	w   io.Writer
 	buf []byte
 	err error
+	// points counts the points written, for Sim.RowsServed.
+	points int64
 }
 
 func newStream(w io.Writer) *stream { return &stream{w: w, buf: make([]byte, 0, 40<<10)} }
