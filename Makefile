@@ -11,7 +11,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # loaded machine with no input found. A count has no deadline to race.
 FUZZTIME ?= 50000x
 
-.PHONY: all build demo test test-unit test-deploy fuzz lint bench soak test-faults test-cluster deps clean
+.PHONY: all build demo test test-unit test-deploy fuzz lint bench soak test-faults test-cluster deps clean mutate
 
 all: build
 
@@ -69,6 +69,15 @@ test-cluster:
 SEEDS ?= 100000
 soak:
 	$(GO) test ./pipeline -count=1 -timeout 0 -run 'TestSimulation$$' -sim.seeds $(SEEDS) -sim.base -1 -v
+
+# Mutation testing (issue 35) of the code that decides windows, marks, cut
+# frames and commits, with gremlins (installed at its pinned version if
+# missing): pipeline's files against its tests and 300 simulation seeds, then
+# load/clickhouse/rollup.go against the rollup tests (a second, slower run).
+# Prints the score per file; fails below MUTATE_MIN (85) %. See .ci/mutate.
+MUTATE ?= pipeline clickhouse
+mutate:
+	.ci/mutate $(MUTATE)
 
 bench: deps build
 	$(GO) run ./cmd/fleetbench -out docs/benchmarks.md

@@ -1,0 +1,65 @@
+package pipeline
+
+import "testing"
+
+// Tests that kill mutants make mutate found alive in marks.go: the
+// comparisons of the never-backwards rule and of a backfill's join.
+
+func TestMergeMarkKeepsTheFurtherMarkAndAtEqualMarksTheLaterRead(t *testing.T) {
+	mark := func(hwm, checked, la int64) Mark {
+		return Mark{VariableID: "v", HwmMs: hwm, CheckedMs: checked, LastActivityMs: la}
+	}
+	cases := []struct {
+		name        string
+		stored      Mark
+		ok          bool
+		given, want Mark
+	}{
+		{"nothing stored: the given mark", Mark{}, false, mark(100, 10, 1), mark(100, 10, 1)},
+		{"nothing stored, a zero stored value aside: the given mark", mark(500, 50, 1), false, mark(100, 10, 2), mark(100, 10, 2)},
+		{"stored further ahead: kept", mark(200, 10, 1), true, mark(100, 99, 2), mark(200, 10, 1)},
+		{"given further ahead: replaces", mark(100, 99, 1), true, mark(200, 10, 2), mark(200, 10, 2)},
+		{"equal marks, stored read later: kept", mark(100, 20, 1), true, mark(100, 10, 2), mark(100, 20, 1)},
+		{"equal marks, given read later: replaces", mark(100, 10, 1), true, mark(100, 20, 2), mark(100, 20, 2)},
+		{"equal marks read at once: the given one, whole", mark(100, 10, 1), true, mark(100, 10, 2), mark(100, 10, 2)},
+	}
+	for _, c := range cases {
+		if got := MergeMark(c.stored, c.ok, c.given); got != c.want {
+			t.Errorf("%s: MergeMark(%+v, %v, %+v) = %+v, want %+v", c.name, c.stored, c.ok, c.given, got, c.want)
+		}
+	}
+}
+
+func TestBackfillMarkMovesOnlyWhereTheBackfillJoinedUpAndOnlyForwards(t *testing.T) {
+	const floor, lookback = 1000, 100
+	target := func(start int64, hasMark bool, hwm int64) Target {
+		tg := Target{Variable: Variable{ID: "v"}, Start: start, End: 9000, HasMark: hasMark}
+		if hasMark {
+			tg.Mark = Mark{VariableID: "v", HwmMs: hwm, CheckedMs: 8000, LastActivityMs: 7}
+		}
+		return tg
+	}
+	cases := []struct {
+		name  string
+		t     Target
+		maxTs int64
+		moves bool
+	}{
+		{"no mark, read from the floor exactly", target(floor, false, 0), 5000, true},
+		{"no mark, read from after the floor", target(floor+1, false, 0), 5000, false},
+		{"read from the mark's lookback exactly", target(4900, true, 5000), 6000, true},
+		{"read from a millisecond after the mark's lookback", target(4901, true, 5000), 6000, false},
+		{"loaded up to the mark exactly", target(floor, true, 5000), 5000, false},
+		{"loaded a millisecond past the mark", target(floor, true, 5000), 5001, true},
+	}
+	for _, c := range cases {
+		m, ok := BackfillMark(floor, lookback)(c.t, Outcome{MaxTs: c.maxTs})
+		if ok != c.moves {
+			t.Errorf("%s: mark moved %v (%+v), want %v", c.name, ok, m, c.moves)
+			continue
+		}
+		if ok && (m.HwmMs != c.maxTs || m.CheckedMs != c.t.Mark.CheckedMs || m.LastActivityMs != c.t.Mark.LastActivityMs) {
+			t.Errorf("%s: mark %+v, want hwm %d and the cycle's read position kept", c.name, m, c.maxTs)
+		}
+	}
+}
