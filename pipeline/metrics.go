@@ -21,6 +21,7 @@ type Metrics struct {
 	variablesSynced     prometheus.Gauge
 	lag                 prometheus.Histogram
 	lagMax              prometheus.Gauge
+	settledBefore       prometheus.Gauge
 	lagging             prometheus.Gauge
 	lagThreshold        prometheus.Gauge
 	scheduleInterval    prometheus.Gauge
@@ -63,6 +64,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: []float64{0, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400, 7 * 86400}}),
 		lagMax: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_sync_lag_max_seconds",
 			Help: "Greatest per-variable sync lag at the end of the last cycle."}),
+		settledBefore: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_settled_before_timestamp_seconds",
+			Help: "The settled watermark after the last complete cycle: no cycle loads a point of a variable that holds points stamped before it, so hourly rows ending at or before it no longer change (a variable's first points excepted)."}),
 		lagging: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_variables_lagging",
 			Help: "Variables whose lag exceeds metrics.lag_threshold at the end of the last cycle."}),
 		lagThreshold: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_lag_threshold_seconds",
@@ -87,7 +90,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		return m, nil
 	}
 	for _, c := range []prometheus.Collector{m.pointsLoaded, m.requestRetries, m.loadRetries, m.cycles, m.cycleDuration,
-		m.lastCycleStart, m.lastSuccess, m.lastCycleSuccess, m.variablesFailed, m.variablesSynced, m.lag, m.lagMax,
+		m.lastCycleStart, m.lastSuccess, m.lastCycleSuccess, m.variablesFailed, m.variablesSynced, m.lag, m.lagMax, m.settledBefore,
 		m.lagging, m.lagThreshold, m.scheduleInterval, m.retentionFloorMoved, m.stageDuration, m.stageSuccess,
 		m.rowsServedPerLoaded, m.requestsPerMinimum, m.countRequests} {
 		if err := reg.Register(c); err != nil {

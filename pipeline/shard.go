@@ -14,6 +14,16 @@ type Shard struct {
 	Index, Count int
 }
 
+// Name is the shard's name where a deployment's shards keep one row each
+// (the settled watermark's scope): "" when the variables are not split,
+// else "shard <index> of <count>".
+func (s Shard) Name() string {
+	if !s.Sharded() {
+		return ""
+	}
+	return fmt.Sprintf("shard %d of %d", s.Index, s.Count)
+}
+
 // Sharded reports whether the variables are split at all: a Count of 0
 // or 1 means one instance reads every variable.
 func (s Shard) Sharded() bool { return s.Count > 1 }

@@ -62,6 +62,16 @@ type Stages struct {
 	Metadata SnapshotWriter
 	// Events syncs the configured events' logs.
 	Events *EventSync
+	// Watermark publishes the settled watermark after each complete cycle.
+	Watermark WatermarkWriter
+}
+
+// WatermarkWriter keeps the settled watermark (see publishWatermark) where
+// analysts read it: the contract's sync_watermark table.
+type WatermarkWriter interface {
+	// PublishWatermark records settledBeforeMs (POSIX ms) for scope: ""
+	// for a deployment of one shard, else the shard's name (Shard.Name).
+	PublishWatermark(ctx context.Context, scope string, settledBeforeMs int64) error
 }
 
 // Syncer runs sync cycles and backfills: the stages of a cycle in order
@@ -108,6 +118,9 @@ type Summary struct {
 	FloorMovedTo time.Time
 	LagMax       time.Duration
 	Lagging      int
+	// SettledBefore is the settled watermark a complete cycle published
+	// (POSIX ms; see publishWatermark), 0 when it published none.
+	SettledBefore int64
 }
 
 // Floor is the earliest timestamp a request may reach at now.
@@ -156,8 +169,10 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 		return err
 	}
 	// Only a complete walk measured every variable: after a failed one
-	// the lag gauges keep what the last complete cycle found.
+	// the lag gauges and the watermark keep what the last complete cycle
+	// found.
 	s.observeLag(&w.lag, sum)
+	s.publishWatermark(ctx, &w.lag, sum)
 	s.log.Info("cycle walked", zap.Int("devices", sum.Devices), zap.Int("variables", sum.Variables),
 		zap.Int("to_read", w.toRead), zap.Int("idle", sum.Skipped))
 	// A *MetadataError (groups, organizations, event logs, deletion flags)
@@ -549,6 +564,10 @@ func lagOf(v Variable, m Mark, ok bool, floor, now int64) time.Duration {
 type lagSum struct {
 	max     time.Duration
 	lagging int
+	// settled is the least settledOf of the variables that hold points,
+	// when any does.
+	settled    int64
+	hasSettled bool
 }
 
 // lag is the lag stage over one chunk: each variable's lag (see Lag) from
@@ -563,6 +582,49 @@ func (s *Syncer) lag(vars []Variable, marks func(id string) (Mark, bool), floor 
 			sum.lagging++
 		}
 		s.m.lag.Observe(l.Seconds())
+		if v, ok := settledOf(m, ok, floor, end, s.opts.Lookback.Milliseconds()); ok && (!sum.hasSettled || v < sum.settled) {
+			sum.settled, sum.hasSettled = v, true
+		}
+	}
+}
+
+// settledOf is the earliest timestamp a later cycle may load for a
+// variable with mark m (ok false: none), false for a variable that holds
+// no point yet: its next read starts at the lookback of its mark, or
+// earlier where the mark still owes points (windowFrom), never below the
+// retention floor. A mark ahead of the clock is read from the lookback
+// before the cycle's end (planEach), which a later cycle's end only
+// raises. Marks never move backwards, nor does windowFrom of a variable's
+// marks (a read owes from the lookback of a mark at least as far as the
+// one it was planned with; a backfill keeps what its mark owed), so
+// neither does the value. A variable without points is left out: its
+// first points are loaded wherever they are stamped (they are owed from
+// the floor), as are those of a variable new to the fleet.
+func settledOf(m Mark, ok bool, floor, now, lookbackMs int64) (int64, bool) {
+	if !ok || m.HwmMs <= 0 {
+		return 0, false
+	}
+	return max(floor, min(windowFrom(m, true, lookbackMs), now-lookbackMs)), true
+}
+
+// publishWatermark sets the settled-watermark gauge and, when a writer is
+// wired, records it: the least settledOf of the cycle's variables, below
+// which no later cycle loads a point of a variable the walk listed with
+// points. A walk that listed no such variable publishes nothing (an empty
+// listing says nothing of the variables it did not list). A failure to
+// record it is logged, not the cycle's: the points are synced, and the
+// next cycle records a watermark again.
+func (s *Syncer) publishWatermark(ctx context.Context, l *lagSum, sum *Summary) {
+	if !l.hasSettled {
+		return
+	}
+	sum.SettledBefore = l.settled
+	s.m.settledBefore.Set(float64(sum.SettledBefore) / 1000)
+	if s.stages.Watermark == nil {
+		return
+	}
+	if err := s.stages.Watermark.PublishWatermark(context.WithoutCancel(ctx), s.opts.Shard.Name(), sum.SettledBefore); err != nil {
+		s.log.Warn("recording the settled watermark failed; the gauge has it, and the next cycle records it again", zap.Error(err))
 	}
 }
 

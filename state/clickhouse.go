@@ -131,3 +131,39 @@ func markVersion(hwmMs int64) uint64 {
 	}
 	return uint64(hwmMs)
 }
+
+// PublishWatermark records the settled watermark of scope (see
+// pipeline.WatermarkWriter) in sync_watermark, retrying retryable
+// failures. The row's version is the time it was written, so FINAL reads
+// the latest whatever its value: a raised sync.lookback lowers it.
+func (s *ClickHouse) PublishWatermark(ctx context.Context, scope string, settledBeforeMs int64) error {
+	table := s.c.Table(chload.TableSyncWatermark)
+	now := time.Now().UTC()
+	err := s.c.Retry(ctx, chload.TableSyncWatermark, func(ctx context.Context) error {
+		b, err := s.c.Conn().PrepareBatch(ctx, "INSERT INTO "+table+" (scope, settled_before_ms, updated_at, version)")
+		if err != nil {
+			return err
+		}
+		defer b.Abort()
+		if err := b.Append(scope, settledBeforeMs, now, uint64(now.UnixNano())); err != nil {
+			return err
+		}
+		return b.Send()
+	})
+	if err != nil {
+		return fmt.Errorf("record the settled watermark in %s: %w", table, err)
+	}
+	return nil
+}
+
+// Watermark is the settled watermark last recorded (the least over the
+// scopes, each its latest row), false when none is.
+func (s *ClickHouse) Watermark(ctx context.Context) (settledBeforeMs int64, ok bool, err error) {
+	table := s.c.Table(chload.TableSyncWatermark)
+	var n uint64
+	err = s.c.Conn().QueryRow(ctx, "SELECT count(), min(settled_before_ms) FROM (SELECT settled_before_ms FROM "+table+" FINAL)").Scan(&n, &settledBeforeMs)
+	if err != nil {
+		return 0, false, fmt.Errorf("read the settled watermark from %s: %w", table, err)
+	}
+	return settledBeforeMs, n > 0, nil
+}

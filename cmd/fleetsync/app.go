@@ -241,6 +241,9 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		if len(cfg.Sync.Events) > 0 && shardOfConfig(cfg.Sync).WritesMetadata() {
 			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
 		}
+		// The settled watermark lives in the warehouse beside the data it
+		// describes, whatever state.backend is.
+		stages.Watermark = state.NewClickHouse(a.ch)
 		a.syncer = pipeline.NewSyncer(a.src, a.ch, stages, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
 	}
 	return a, nil

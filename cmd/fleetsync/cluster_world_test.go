@@ -361,6 +361,11 @@ func (w *world) checkReadmeQueries(one oneServer, from, to time.Time) {
 		if strings.Contains(q, "device_group_member_changes") {
 			onCluster, onOne = withoutSyncClock(w.t, onCluster, from, to), withoutSyncClock(w.t, onOne, from, to)
 		}
+		if strings.Contains(q, "sync_watermark") {
+			// Each deployment's watermark is its own syncs' (their floors,
+			// their marks' times): the query must run on both, not agree.
+			continue
+		}
 		if !reflect.DeepEqual(onCluster, onOne) {
 			w.t.Errorf("README query differs between the cluster (%d rows) and one server (%d rows):\n%s\nfirst rows: %v\nvs %v",
 				len(onCluster), len(onOne), q, onCluster[:min(3, len(onCluster))], onOne[:min(3, len(onOne))])

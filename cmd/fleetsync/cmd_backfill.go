@@ -26,5 +26,6 @@ func cmdBackfill(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "backfilled %d points of %d variables over %s..%s in %s\n", sum.Points, sum.Targets,
 		time.UnixMilli(from).UTC().Format(time.RFC3339), time.UnixMilli(to).UTC().Format(time.RFC3339), sum.Duration.Round(time.Millisecond))
+	a.noteWatermark(ctx, env.stdout, "the backfill", from)
 	return failures(sum)
 }

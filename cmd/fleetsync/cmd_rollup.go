@@ -30,5 +30,6 @@ func cmdRollup(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	fmt.Fprintf(env.stdout, "rebuilt the rollups of %d variables over %s..%s in %s\n", n,
 		time.UnixMilli(from).UTC().Format(time.RFC3339), time.UnixMilli(to).UTC().Format(time.RFC3339), time.Since(began).Round(time.Millisecond))
+	a.noteWatermark(ctx, env.stdout, "the rollup", from)
 	return nil
 }

@@ -87,6 +87,13 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	} else if err := printReport(env.stdout, rep); err != nil {
 		return err
 	}
+	if repaired := rep.Repair != nil || (rep.Rollups != nil && rep.Rollups.Repaired > 0); repaired {
+		note := env.stdout
+		if *asJSON {
+			note = env.stderr
+		}
+		a.noteWatermark(ctx, note, "the repair", start)
+	}
 	return verifyResult(rep)
 }
 

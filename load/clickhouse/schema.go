@@ -16,6 +16,7 @@ const (
 	TableVariables        = "variables"
 	TableSyncState        = "sync_state"
 	TableSyncLease        = "sync_lease"
+	TableSyncWatermark    = "sync_watermark"
 	TableSchemaMigrations = "schema_migrations"
 	// The rest of the fleet's metadata (see fleet.go).
 	TableOrganizations      = "organizations"
@@ -37,7 +38,7 @@ const (
 // variable_shards and shard_layout (placement.go), and replica names of the
 // whole-cluster tables made of both macros (cluster.go).
 //
-// 6: sync_state's reread_ms (pipeline.Mark.RereadMs).
+// 6: sync_state's reread_ms (pipeline.Mark.RereadMs), and sync_watermark.
 const SchemaVersion = 6
 
 // column is one column of a table: its type, and the DEFAULT expression
@@ -158,6 +159,18 @@ var schema = []tableDef{
 		// On a cluster a shard reads the marks back from the node it wrote
 		// them to, not from a replica of another shard that may lag.
 		everywhere: true,
+	},
+	{
+		// The settled watermark (pipeline.Stages.Watermark), a row per scope
+		// and cycle; FINAL keeps the latest (version: nanoseconds).
+		name: TableSyncWatermark,
+		columns: []column{
+			{name: "scope", typ: "String"},
+			{name: "settled_before_ms", typ: "Int64"},
+			{name: "updated_at", typ: "DateTime('UTC')"},
+			{name: "version", typ: "UInt64"},
+		},
+		engine: "ReplacingMergeTree(version) ORDER BY scope",
 	},
 	{
 		name: TableSyncLease,
