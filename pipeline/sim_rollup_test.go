@@ -49,13 +49,15 @@ func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 	if err := r.p.write("rollup", content, "rollup"); err != nil {
 		return err
 	}
+	r.p.moment(featAtCommit, "rollup", content, touchedIDs(touched), 0, 0)
 	// The hourly and latest statements are separate: either may fail
 	// after the other landed.
 	failHourly, failLatest := false, false
+	level := w.cfg.level(faultRollup)
 	switch x := w.draw("rollup", content) % 1000; {
-	case !w.quiet && float64(x) < 20*w.cfg.faults:
+	case !w.quiet && float64(x) < 20*level:
 		failHourly = true
-	case !w.quiet && float64(x) < 40*w.cfg.faults:
+	case !w.quiet && float64(x) < 40*level:
 		failLatest = true
 	}
 	if !failHourly {

@@ -22,10 +22,15 @@ package pipeline
 //	go test ./pipeline -run 'TestSimulation$' -seed N          # replay one
 //	go test ./pipeline -run 'TestSimulation$' -sim.seeds 100000 -sim.base 0 -v   # soak (make soak)
 //
-// After its steps, a seed waits out sync.idle_recheck and runs one quiet
-// cycle (no faults, no writes), then checks that the warehouse holds
-// exactly the source's points in retention; throughout, that no mark is
-// committed ahead of the clock or past a point its run did not store.
+// What a seed draws, and which behaviours and faults it turns on (swarm
+// testing), is sim_swarm_test.go's. After its steps (and, in most seeds,
+// after each), a quiet cycle (no faults, no writes) must land what the
+// contract says lands at once; after the last, a seed waits out
+// sync.idle_recheck and runs one more, then checks that the warehouse
+// holds every point the contract promises (stamped at or after the
+// lookback of the mark in force when it was written, in retention);
+// throughout, that no mark is committed ahead of the clock, past a point
+// its run did not store, or before the rollups of its rows.
 
 import (
 	"context"
@@ -52,45 +57,6 @@ var (
 	// TestSimulation run each of its seeds N times as well.
 	simReplays = flag.Int("sim.replays", 1, "run each seed of TestSimulation this many times; their traces must be identical")
 )
-
-// simScenario draws a seed's scenario; vars and steps, when positive, cap it.
-func simScenario(seed uint64, vars, steps int) simConfig {
-	r := rand.New(rand.NewPCG(seed, 0x5eed))
-	c := simConfig{
-		vars:      1 + r.IntN(10),
-		steps:     1 + r.IntN(6),
-		rows:      []int{3, 5, 8, 20, 50}[r.IntN(5)],
-		perReq:    1 + r.IntN(6),
-		inFlight:  1 + r.IntN(3),
-		workers:   1 + r.IntN(2),
-		batchRows: []int{1, 7, 100, 1 << 20}[r.IntN(4)],
-		cut:       simCut(r.IntN(5)),
-		order:     simOrder(r.IntN(4)),
-		la:        laReading(r.IntN(5)),
-		counts:    countMode(r.IntN(5)),
-		skipIdle:  r.IntN(4) > 0,
-		faults:    []float64{0, 0.5, 1, 2}[r.IntN(4)],
-		crashes:   r.IntN(2) == 0,
-	}
-	if r.IntN(2) == 0 {
-		// Half the seeds replay exactly: one fetcher, one loader.
-		c.inFlight, c.workers = 1, 1
-	}
-	if r.IntN(4) == 0 {
-		c.serviceShortMs = r.Int64N(2 * 3_600_000)
-	}
-	// Drawn last, so that every earlier draw of a seed stays as it was.
-	c.moveChunk = []int{0, 1, 2, 3}[r.IntN(4)]
-	// And after it, for the same reason.
-	c.holdRows = []int{0, 0, 4, 16}[r.IntN(4)]
-	if vars > 0 {
-		c.vars = min(c.vars, vars)
-	}
-	if steps > 0 {
-		c.steps = min(c.steps, steps)
-	}
-	return c
-}
 
 // simResult is what one seed found.
 type simResult struct {
@@ -122,12 +88,16 @@ func runSimBubbled(seed uint64, vars, steps int) simResult {
 	w.build()
 	for i := range cfg.steps {
 		w.step(i)
+		w.interlude(i)
 	}
-	// The end: no more faults or writes. Where every write moves
-	// lastActivity, or nothing is skipped as idle, the next cycle must
-	// bring the warehouse level at once: points stamped ahead that fell
-	// due included. Under every reading, one cycle once sync.idle_recheck
-	// has passed since every read must.
+	// The end: no more faults or writes, and the clock stands still while
+	// a run reads. Where every write moves lastActivity, or nothing is
+	// skipped as idle, the next cycle must bring the warehouse level at
+	// once: points stamped ahead that fell due included; under the other
+	// readings, it must land what the last complete reads saw (checkNext).
+	// Under every reading, one cycle once sync.idle_recheck has passed
+	// since every read must land every promised point: stamped at or
+	// after the lookback of the mark in force when it was written.
 	w.mu.Lock()
 	w.quiet = true
 	w.mu.Unlock()
@@ -140,10 +110,8 @@ func runSimBubbled(seed uint64, vars, steps int) simResult {
 			return err
 		})
 	}
-	if !cfg.skipIdle || cfg.la == laWriteTime || cfg.la == laNone {
-		quiet("next")
-		w.checkFinal("after the next quiet cycle")
-	}
+	quiet("next")
+	w.checkNext("after the next quiet cycle")
 	w.now.Add(simRecheck.Milliseconds() + 60_000)
 	quiet("final")
 	w.checkFinal("after the quiet cycle idle_recheck later")
@@ -197,7 +165,7 @@ func (w *simWorld) step(i int) {
 		}
 	}
 	cycle := func(s *Syncer, ctx context.Context) error { sum, err := s.Cycle(ctx); tooLarge(sum); return err }
-	switch k := r.IntN(10); {
+	switch k := w.cfg.runKind(r.IntN(10)); {
 	case k < 6:
 		w.logf("step %d: a cycle", i)
 		w.run(w.proc(fmt.Sprintf("cycle%d", i), w.cfg.crashes), cycle)
@@ -210,7 +178,8 @@ func (w *simWorld) step(i int) {
 			from = now - r.Int64N(2*simLookback.Milliseconds())
 		}
 		to := from + r.Int64N(now-from+1)
-		w.logf("step %d: a backfill %d..%d beside a cycle", i, from-simStart, to-simStart)
+		from, to = w.backfillBounds(r, from, to)
+		w.logf("step %d: a backfill %d..%d%s", i, from-simStart, to-simStart, w.cfg.beside())
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
@@ -218,10 +187,17 @@ func (w *simWorld) step(i int) {
 			w.run(w.proc(fmt.Sprintf("backfill%d", i), w.cfg.crashes), func(s *Syncer, ctx context.Context) error {
 				sum, err := s.Backfill(ctx, from, to, nil)
 				tooLarge(sum)
+				w.noteBackfill(from, to, sum, err)
 				return err
 			})
 		}()
-		go func() { defer wg.Done(); w.run(w.proc(fmt.Sprintf("cycle%d", i), w.cfg.crashes), cycle) }()
+		go func() {
+			defer wg.Done()
+			if w.cfg.on.has(featAlone) {
+				return
+			}
+			w.run(w.proc(fmt.Sprintf("cycle%d", i), w.cfg.crashes), cycle)
+		}()
 		wg.Wait()
 	default:
 		w.logf("step %d: shards 1 and 2 overlapping", i)
@@ -274,32 +250,9 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	w.mu.Unlock()
 }
 
-// checkFinal compares the warehouse with the source: every point of a
-// live variable the sync can reach is stored (stores checked the values
-// and that nothing else is).
-func (w *simWorld) checkFinal(when string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	lo, now := w.reachable(), w.now.Load()
-	for _, v := range w.vars {
-		if v.deleted {
-			continue
-		}
-		var missing []int64
-		for _, p := range v.points {
-			if p.ts < lo || p.ts > now {
-				continue
-			}
-			if _, ok := w.stored[v.id][p.ts]; !ok {
-				missing = append(missing, p.ts)
-			}
-		}
-		if len(missing) > 0 {
-			w.violate("%s, %s lacks %d of its points in retention (first at %+d ms, mark %+v)",
-				when, v.id, len(missing), missing[0]-simStart, w.marks[v.id])
-		}
-	}
-}
+// checkFinal compares the warehouse with the source: every promised
+// point of a live variable is stored (sim_swarm_test.go's checkLanded).
+func (w *simWorld) checkFinal(when string) { w.checkLanded(when, nil) }
 
 // shrink looks for the smallest caps of variables and steps under which
 // the seed still fails.

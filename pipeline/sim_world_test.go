@@ -27,6 +27,13 @@ type simPoint struct {
 	// seq is the world's write counter when the point was written, wall
 	// the simulated time then.
 	seq, wall int64
+	// from is where the contract's promise to the point starts: the
+	// lookback of the mark in force when it was written (math.MinInt64
+	// when none was, the retention floor then bounding it). A point
+	// stamped before it may be lost; one at or after it must land. at is
+	// the moment it was written (between runs, or which hook of a run).
+	from int64
+	at   string
 }
 
 type simVar struct {
@@ -108,6 +115,13 @@ type simConfig struct {
 	// at random), fails as too large before any point reaches the sink,
 	// and the reader asks for less (reader.shrink). 0: never.
 	holdRows int
+	// on is the features the seed turns on (sim_swarm_test.go).
+	on simFeatures
+	// tickMs is how far the clock moves with each request of a run, on
+	// average (0: it stands still while a run reads).
+	tickMs int64
+	// moments is how many writes a run meets at most at each kind of moment.
+	moments int
 }
 
 func (c simCut) String() string {
@@ -127,8 +141,8 @@ func (m countMode) String() string {
 }
 
 func (c simConfig) String() string {
-	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%s order=%s last_activity=%s counts=%s skip_idle=%v faults=%.2f crashes=%v service_short=%dms move_chunk=%d hold_rows=%d",
-		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.skipIdle, c.faults, c.crashes, c.serviceShortMs, c.moveChunk, c.holdRows)
+	return fmt.Sprintf("vars=%d steps=%d rows_per_request=%d vars_per_request=%d in_flight=%d insert_workers=%d batch_rows=%d cut=%s order=%s last_activity=%s counts=%s faults=%.2f service_short=%dms move_chunk=%d hold_rows=%d tick=%dms on=%s",
+		c.vars, c.steps, c.rows, c.perReq, c.inFlight, c.workers, c.batchRows, c.cut, c.order, c.la, c.counts, c.faults, c.serviceShortMs, c.moveChunk, c.holdRows, c.tickMs, c.on)
 }
 
 // The simulated sync's fixed settings.
@@ -163,6 +177,17 @@ type simWorld struct {
 	nextVar    int
 	// sched lets the seed's goroutines go on one at a time (sim_sched_test.go).
 	sched *simSched
+	// writingAt names the moment of a run a write lands at ("" between
+	// runs); walkedAt is the clock when the last walk began, about the
+	// end of its cycle's windows.
+	writingAt string
+	walkedAt  int64
+	// reads is, per variable, the read its mark stands for
+	// (sim_swarm_test.go's noteRead).
+	reads map[string]simRead
+	// unfinished are the ranges of the backfills that failed in the
+	// last step, which the operator runs again (sim_swarm_test.go).
+	unfinished [][2]int64
 }
 
 // draw is the model's random choice of kind for content: a function of the
@@ -198,7 +223,7 @@ func (w *simWorld) chance(kind, content string, p float64) bool {
 
 // fault is chance scaled by the seed's fault level, and never when quiet.
 func (w *simWorld) fault(kind, content string, p float64) bool {
-	return !w.quiet && w.chance(kind, content, p*w.cfg.faults)
+	return !w.quiet && w.cfg.faultOn(kind) && w.chance(kind, content, p*w.cfg.faults)
 }
 
 func (w *simWorld) rngFor(kind, content string) *rand.Rand {
@@ -251,7 +276,8 @@ func (w *simWorld) write(v *simVar, ts int64, wall int64) bool {
 		return false
 	}
 	w.seq++
-	v.points = slices.Insert(v.points, i, simPoint{ts: ts, value: float64(w.seq%9973) + 0.25, seq: w.seq, wall: wall})
+	v.points = slices.Insert(v.points, i, simPoint{ts: ts, value: float64(w.seq%9973) + 0.25, seq: w.seq, wall: wall,
+		from: w.promisedFrom(v), at: w.writingAt})
 	if v.firstWall == 0 {
 		v.firstWall = wall
 	}
@@ -289,11 +315,13 @@ func (w *simWorld) lastActivity(v *simVar) int64 {
 	return 0
 }
 
-// writeBurst writes the kinds of points the sync must handle: new ones,
-// late ones inside the lookback, ones stamped ahead of the clock, dense
-// bursts, a variable that reports once, deletions. r draws them; during
-// says the write happens while a run reads (stamps then start at the
-// run's clock). Caller holds w.mu.
+// writeBurst writes one of the kinds of points the sync must handle that
+// the seed turns on (sim_swarm_test.go): new ones, dense bursts, late ones
+// over the whole range the contract promises, ones stamped ahead of the
+// clock, ones on the boundaries where off-by-one bugs live, a variable
+// that reports once, deletions. r draws them; during says the write
+// happens while a run reads (stamps of new points then start at the run's
+// clock). Caller holds w.mu.
 func (w *simWorld) writeBurst(r *rand.Rand, during bool) {
 	now := w.now.Load()
 	wall := now
@@ -307,9 +335,8 @@ func (w *simWorld) writeBurst(r *rand.Rand, during bool) {
 		}
 		return live[r.IntN(len(live))]
 	}
-	half := simLookback.Milliseconds() / 2
-	switch k := r.IntN(10); {
-	case k < 3: // new points, just before now (or just after, while a run reads)
+	switch w.cfg.writeKind(r) {
+	case featNew: // new points, just before now (or just after, while a run reads)
 		if v := pick(); v != nil {
 			base := now - 5*60_000
 			if during {
@@ -320,7 +347,7 @@ func (w *simWorld) writeBurst(r *rand.Rand, during bool) {
 			}
 			w.logf("wrote new points to %s", v.id)
 		}
-	case k < 5: // a dense burst: frames cut by the limit
+	case featBurst: // a dense burst: frames cut by the limit
 		if v := pick(); v != nil {
 			base := now - 10*60_000
 			n := 20 + r.IntN(200)
@@ -329,24 +356,25 @@ func (w *simWorld) writeBurst(r *rand.Rand, during bool) {
 			}
 			w.logf("wrote a burst of %d to %s", n, v.id)
 		}
-	case k < 7: // late points inside the lookback
+	case featLate: // late points anywhere the contract promises them
 		if v := pick(); v != nil {
-			for range 1 + r.IntN(4) {
-				w.write(v, now-half+r.Int64N(half), wall)
-			}
-			w.logf("wrote late points to %s", v.id)
+			w.writeLate(r, v, wall)
 		}
-	case k < 8: // stamped ahead of the clock
+	case featAhead: // stamped ahead of the clock
 		if v := pick(); v != nil {
-			w.write(v, now+1+r.Int64N(3*3_600_000), wall)
+			w.write(v, now+1+r.Int64N([]int64{60_000, 3_600_000, 3 * 3_600_000}[r.IntN(3)]), wall)
 			w.logf("wrote a point ahead to %s", v.id)
 		}
-	case k < 9: // a new variable that reports once
+	case featBoundary: // on the boundaries of marks, hours and the floor
+		if v := pick(); v != nil {
+			w.writeBoundary(r, v, wall, 0, 0)
+		}
+	case featOnce: // a new variable that reports once
 		dev := fmt.Sprintf("d%d", r.IntN(3))
 		v := w.addVar(dev)
 		w.write(v, now-r.Int64N(5*24*3_600_000), wall)
 		w.logf("new variable %s of %s reported once", v.id, dev)
-	default: // a deletion: a variable, rarely a device
+	case featDelete: // a deletion: a variable, rarely a device
 		if v := pick(); v != nil && r.IntN(4) > 0 {
 			v.deleted = true
 			w.logf("deleted variable %s", v.id)
@@ -389,6 +417,13 @@ type simProc struct {
 	asked    map[string]int
 	requests int
 	stuck    bool
+	// moments counts the writes that landed at each kind of moment of
+	// the run (see simProc.moment): a run meets at most simConfig.moments
+	// of each, as a fleet writes a few points while a cycle reads, not
+	// one a request.
+	moments map[simFeature]int
+	// stored is, per variable, the timestamps of the rows the run stored.
+	stored map[string][]int64
 }
 
 // Liveness bounds of one run: the same raw-series request more than
@@ -427,7 +462,7 @@ func (p *simProc) write(kind, content, what string) error {
 }
 
 func (p *simProc) step(kind, content string) {
-	if !p.crashable || p.dead || !p.w.chance("crash/"+kind, p.name+content, 0.02) {
+	if !p.crashable || p.dead || !p.w.chance("crash/"+kind, p.name+content, 0.04) {
 		return
 	}
 	// Half the stops are kills (nothing after them is durable), half a
@@ -481,6 +516,8 @@ func (s simSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 		w.mu.Unlock()
 		return err
 	}
+	w.walkedAt = w.now.Load()
+	s.p.moment(featAtWalk, "walk", s.p.name+content, liveIDs(w.live()), 0, 0)
 	if w.fault("walk", s.p.name+content, 0.05) {
 		w.mu.Unlock()
 		return &simError{msg: "walk: 503 Service Unavailable", retryable: true}
@@ -496,7 +533,8 @@ func (s simSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 		if w.fault("walk/drop", s.p.name+content+v.id, 0.05) {
 			continue
 		}
-		sv := Variable{ID: v.id, Label: "l" + v.id, DeviceID: v.device, DeviceLabel: "dev-" + v.device, LastActivityMs: w.lastActivity(v)}
+		// Its lastActivity is read with its page (below).
+		sv := Variable{ID: v.id, Label: "l" + v.id, DeviceID: v.device, DeviceLabel: "dev-" + v.device}
 		vars = append(vars, sv)
 		if w.fault("walk/twice", s.p.name+content+v.id, 0.05) {
 			vars = append(vars, sv)
@@ -531,6 +569,13 @@ func (s simSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 			return &simError{msg: "walk: a page answered 503 Service Unavailable", retryable: true}
 		}
 		page := slices.Clone(vars[i:min(i+pageSize, len(vars))])
+		// A page is read when the walk reaches it, after the cycle moved
+		// the pages before it: lastActivity as it stands then.
+		w.mu.Lock()
+		for j := range page {
+			page[j].LastActivityMs = w.lastActivity(w.byID[page[j].ID])
+		}
+		w.mu.Unlock()
 		if err := sink.Variables(ctx, page); err != nil {
 			return err
 		}
@@ -541,14 +586,10 @@ func (s simSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 	return nil
 }
 
-// during is the writes that land while a run reads: drawn per call.
-// Caller holds w.mu.
-func (s simSource) during(kind, content string) {
-	w := s.p.w
-	if w.quiet || !w.chance("during/"+kind, content, 0.08) {
-		return
-	}
-	w.writeBurst(w.rngFor("during-write/"+kind, content), true)
+// during is the writes that land as a read or a count of the variables
+// ids over [start, end] is served: drawn per call. Caller holds w.mu.
+func (s simSource) during(kind, content string, ids []string, start, end int64) {
+	s.p.moment(featDuringRead, kind, content, ids, start, end)
 }
 
 func (s simSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
@@ -558,7 +599,8 @@ func (s simSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink
 	w.mu.Lock()
 	s.p.ask(content)
 	s.p.step("series", content)
-	s.during("series", content)
+	w.tick(content)
+	s.during("series", content, req.VariableIDs, req.Start, req.End)
 	if err := ctx.Err(); err != nil {
 		w.mu.Unlock()
 		return err
@@ -596,6 +638,9 @@ func (s simSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink
 	if total > 0 && w.fault("series/cut-body", content, 0.05) {
 		cutAt = int(w.draw("series/cut-body-at", content) % uint64(total))
 	}
+	// The frames are served as they stand now; what is written from here
+	// on reaches the variables after their read, before its commit.
+	s.p.moment(featAfterRead, "after-read", content, req.VariableIDs, req.Start, req.End)
 	w.mu.Unlock()
 	n := 0
 	for i, f := range frames {
@@ -661,7 +706,8 @@ func (s simCountingSource) Count(ctx context.Context, ids []string, start, end i
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s.p.step("count", content)
-	s.during("count", content)
+	w.tick(content)
+	s.during("count", content, ids, start, end)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -744,6 +790,7 @@ func (in *simInsert) Commit() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	in.p.step("insert", content)
+	in.p.moment(featAtCommit, "insert", content, rowIDs(in.rows), 0, 0)
 	// part is a prefix of the rows: the blocks of an INSERT (or a
 	// Distributed table's shards) are stored one by one, so a failure can
 	// leave some of them stored.
@@ -752,32 +799,35 @@ func (in *simInsert) Commit() error {
 		// A process killed mid-INSERT: none, some or all of its rows stored.
 		switch w.draw("insert/dead-durable", content) % 3 {
 		case 1:
-			w.store(part())
+			w.store(in.p, part())
 		case 2:
-			w.store(in.rows)
+			w.store(in.p, in.rows)
 		}
 		return &simError{msg: "connection reset (process stopped)", retryable: true}
 	}
+	level := w.cfg.level(faultInsert)
 	switch x := w.draw("insert", content) % 1000; {
-	case !w.quiet && float64(x) < 30*w.cfg.faults:
+	case !w.quiet && float64(x) < 30*level:
 		return &simError{msg: "INSERT failed before its rows were stored", retryable: true}
-	case !w.quiet && float64(x) < 45*w.cfg.faults:
-		w.store(part())
+	case !w.quiet && float64(x) < 45*level:
+		w.store(in.p, part())
 		return &simError{msg: "INSERT failed after some of its rows were stored", retryable: true}
-	case !w.quiet && float64(x) < 60*w.cfg.faults:
-		w.store(in.rows)
+	case !w.quiet && float64(x) < 60*level:
+		w.store(in.p, in.rows)
 		return &simError{msg: "INSERT failed after its rows were stored", retryable: true}
-	case !w.quiet && float64(x) < 65*w.cfg.faults:
+	case !w.quiet && float64(x) < 65*level:
 		return &simError{msg: "code 243: not enough space"}
 	}
-	w.store(in.rows)
+	w.store(in.p, in.rows)
 	return nil
 }
 
 func (in *simInsert) Abort() {}
 
-// store makes rows durable, checking each against the source. Caller holds w.mu.
-func (w *simWorld) store(rows []Row) {
+// store makes rows durable for p, checking each against the source.
+// Caller holds w.mu.
+func (w *simWorld) store(p *simProc, rows []Row) {
+	p.noteStored(rows)
 	for _, r := range rows {
 		v := w.byID[r.VariableID]
 		var want *simPoint
@@ -797,6 +847,27 @@ func (w *simWorld) store(rows []Row) {
 		}
 		m[r.TsMs] = r.Value
 	}
+}
+
+// rowIDs are the variables of rows, each once.
+func rowIDs(rows []Row) []string {
+	var ids []string
+	for i, r := range rows {
+		if i == 0 || r.VariableID != rows[i-1].VariableID {
+			ids = append(ids, r.VariableID)
+		}
+	}
+	return ids
+}
+
+// markIDs are the variables of marks.
+func markIDs(marks []Mark) []string {
+	ids := make([]string, len(marks))
+	for i, m := range marks {
+		ids[i] = m.VariableID
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // sortedIDs is a call's content for the model's draws: its variable ids,
@@ -847,17 +918,24 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 	if err := s.p.write("commit", content, "marks"); err != nil {
 		return err
 	}
+	s.p.moment(featAtCommit, "commit", content, markIDs(marks), 0, 0)
 	failAfter := false
+	level := w.cfg.level(faultMarksCommit)
 	switch x := w.draw("marks/commit", content) % 1000; {
-	case !w.quiet && float64(x) < 20*w.cfg.faults:
+	case !w.quiet && float64(x) < 20*level:
 		return &simError{msg: "marks: INSERT failed", retryable: true}
-	case !w.quiet && float64(x) < 40*w.cfg.faults:
+	case !w.quiet && float64(x) < 40*level:
 		failAfter = true
 	}
 	for _, m := range marks {
 		w.checkMark(s.p, m)
+		w.checkRolled(s.p, m)
 		old, ok := w.marks[m.VariableID]
-		w.marks[m.VariableID] = MergeMark(old, ok, m)
+		merged := MergeMark(old, ok, m)
+		if merged == m {
+			w.noteRead(s.p, m)
+		}
+		w.marks[m.VariableID] = merged
 	}
 	if failAfter {
 		return &simError{msg: "marks: connection reset after the INSERT", retryable: true}
@@ -867,7 +945,8 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 
 // checkMark holds a committed mark to its promise: never ahead of the
 // clock, and every point at or below it that existed when its run began
-// (and that the run could reach) is stored. Caller holds w.mu.
+// (and that the run could reach and the contract promises) is stored,
+// but those a backfill's mark still owes (owedBy). Caller holds w.mu.
 func (w *simWorld) checkMark(p *simProc, m Mark) {
 	if m.HwmMs > w.now.Load() {
 		w.violate("%s committed %s's mark %d, ahead of the clock %d", p.name, m.VariableID, m.HwmMs, w.now.Load())
@@ -877,20 +956,20 @@ func (w *simWorld) checkMark(p *simProc, m Mark) {
 		w.violate("%s committed a mark for %s, a variable the source never had", p.name, m.VariableID)
 		return
 	}
-	lo := w.reachable()
-	var missing []int64
+	lo, owed := w.reachable(), w.owedBy(p, m)
+	var missing []simPoint
 	for _, pt := range v.points {
 		if pt.ts > m.HwmMs {
 			break
 		}
-		if pt.ts < lo || pt.seq > p.startSeq {
+		if pt.ts < lo || pt.ts < pt.from || owed(pt) || pt.seq > p.startSeq {
 			continue
 		}
 		if _, ok := w.stored[v.id][pt.ts]; !ok {
-			missing = append(missing, pt.ts)
+			missing = append(missing, pt)
 		}
 	}
 	if len(missing) > 0 {
-		w.violate("%s committed %s's mark at %d with %d points at or below it not stored (first %d)", p.name, v.id, m.HwmMs, len(missing), missing[0])
+		w.violate("%s committed %s's mark at %s ms with %d points at or below it not stored (first %s)", p.name, v.id, fmtRel(m.HwmMs), len(missing), missing[0])
 	}
 }
