@@ -8,11 +8,13 @@ import (
 	"strings"
 )
 
-// The model of the analyst tables. It keeps the contract of
-// load/clickhouse's Recompute: each call replaces the hourly rows of every
-// hour its ranges cover, and each variable's latest row, with what the
-// warehouse holds at that moment (a later call sees at least as much, so
-// the last one wins, as the versions make it in ClickHouse). An hourly row
+// The model of the analyst tables. It runs as load/clickhouse's Recompute
+// does: each call draws a version, then snapshots what the warehouse holds
+// for every hour its ranges cover and each variable's latest row, then
+// lands those rows later, other writers and recomputes running in between
+// (the scheduler picks); the row of the greatest version is the one FINAL
+// keeps. So it checks the versions' argument too: a recompute with a
+// greater version took its snapshot later and saw at least as much. An hourly row
 // is kept as the points of its hour, which gives count, sum, min, max,
 // first and last at once; the latest row as its point's timestamp. What
 // it checks is the engine's half: that the ranges handed to the hook,
@@ -35,6 +37,20 @@ func simHour(ms int64) int64 {
 type simTables struct {
 	hourly map[string]map[int64]map[int64]float64 // variable → hour → ts → value
 	latest map[string]int64                       // variable → ts of its latest row
+	// The versions of the rows FINAL keeps, and the clock the versions
+	// are drawn from (one host's: every process draws from it).
+	hourlyVersion map[string]map[int64]int64
+	latestVersion map[string]int64
+	clock         int64
+}
+
+// simRecompute is what one Recompute statement pair read: its version,
+// drawn before its snapshot as NextVersion is, and the rows the snapshot
+// gives, to land later (an hour without points gives no row).
+type simRecompute struct {
+	version int64
+	hours   map[string]map[int64]map[int64]float64
+	latest  map[string]int64
 }
 
 // simRollup is the Rollup hook as one process calls it.
@@ -45,8 +61,8 @@ func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 	content := sortedIDs(touched, func(t Touched) string { return t.VariableID })
 	w.sched.call("rollup " + content)
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if err := r.p.write("rollup", content, "rollup"); err != nil {
+		w.mu.Unlock()
 		return err
 	}
 	r.p.moment(featAtCommit, "rollup", content, touchedIDs(touched), 0, 0)
@@ -60,19 +76,40 @@ func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 	case !w.quiet && float64(x) < 40*level:
 		failLatest = true
 	}
-	if !failHourly {
-		for _, t := range touched {
-			w.recomputeHours(t.VariableID, simHour(t.FromMs), simHour(t.ToMs)+simHourMs)
+	// As load/clickhouse's Recompute: the version first, then the
+	// statements' snapshot of datapoints, then their rows land, other
+	// writers and recomputes running in between; FINAL keeps the row of
+	// the greatest version, whatever order they land in.
+	w.tables.init()
+	w.tables.clock++
+	rc := simRecompute{version: w.tables.clock, hours: map[string]map[int64]map[int64]float64{}, latest: map[string]int64{}}
+	w.mu.Unlock()
+	w.sched.call("rollup snapshot " + content)
+	w.mu.Lock()
+	for _, t := range touched {
+		if !failHourly {
+			rc.hours[t.VariableID] = w.snapshotHours(t.VariableID, simHour(t.FromMs), simHour(t.ToMs)+simHourMs)
 		}
-	}
-	if !failLatest {
-		for _, t := range touched {
+		if !failLatest {
 			from := simHour(t.FromMs)
 			if t.Loaded {
 				from = simHour(t.ToMs)
 			}
-			w.recomputeLatest(t.VariableID, from)
+			if ts, ok := w.snapshotLatest(t.VariableID, from); ok {
+				rc.latest[t.VariableID] = ts
+			}
 		}
+	}
+	w.mu.Unlock()
+	w.sched.call("rollup lands " + content)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if r.p.dead && w.draw("rollup/dead-lands", content)%2 == 0 {
+		return &simError{msg: "rollup: connection reset (process stopped)", retryable: true}
+	}
+	w.land(rc)
+	if r.p.dead {
+		return &simError{msg: "rollup: connection reset (process stopped)", retryable: true}
 	}
 	if failHourly || failLatest {
 		return &simError{msg: "rollup: INSERT failed", retryable: true}
@@ -80,13 +117,17 @@ func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 	return nil
 }
 
-// recomputeHours replaces the rows of the hours [lo, hi) of id with its
-// stored points there; an hour without points gets no row (INSERT ...
-// SELECT writes none). Caller holds w.mu.
-func (w *simWorld) recomputeHours(id string, lo, hi int64) {
-	if w.tables.hourly == nil {
-		w.tables = simTables{hourly: map[string]map[int64]map[int64]float64{}, latest: map[string]int64{}}
+func (t *simTables) init() {
+	if t.hourly == nil {
+		t.hourly, t.latest = map[string]map[int64]map[int64]float64{}, map[string]int64{}
+		t.hourlyVersion, t.latestVersion = map[string]map[int64]int64{}, map[string]int64{}
 	}
+}
+
+// snapshotHours are the rows of the hours [lo, hi) of id from its stored
+// points now; an hour without points gets no row (INSERT ... SELECT writes
+// none). Caller holds w.mu.
+func (w *simWorld) snapshotHours(id string, lo, hi int64) map[int64]map[int64]float64 {
 	fresh := map[int64]map[int64]float64{}
 	for ts, v := range w.stored[id] {
 		if ts < lo || ts >= hi {
@@ -98,29 +139,39 @@ func (w *simWorld) recomputeHours(id string, lo, hi int64) {
 		}
 		fresh[h][ts] = v
 	}
-	if len(fresh) == 0 {
-		return
-	}
-	if w.tables.hourly[id] == nil {
-		w.tables.hourly[id] = map[int64]map[int64]float64{}
-	}
-	maps.Copy(w.tables.hourly[id], fresh)
+	return fresh
 }
 
-// recomputeLatest replaces id's latest row with its newest stored point at
-// or after from, when it has one. Caller holds w.mu.
-func (w *simWorld) recomputeLatest(id string, from int64) {
-	if w.tables.latest == nil {
-		w.tables = simTables{hourly: map[string]map[int64]map[int64]float64{}, latest: map[string]int64{}}
-	}
+// snapshotLatest is id's newest stored point at or after from now, when
+// it has one. Caller holds w.mu.
+func (w *simWorld) snapshotLatest(id string, from int64) (int64, bool) {
 	newest, ok := int64(0), false
 	for ts := range w.stored[id] {
 		if ts >= from && (!ok || ts > newest) {
 			newest, ok = ts, true
 		}
 	}
-	if ok {
-		w.tables.latest[id] = newest
+	return newest, ok
+}
+
+// land stores a recompute's rows where its version is greater than the
+// row's FINAL keeps. Caller holds w.mu.
+func (w *simWorld) land(rc simRecompute) {
+	w.tables.init()
+	for id, hours := range rc.hours {
+		if w.tables.hourly[id] == nil {
+			w.tables.hourly[id], w.tables.hourlyVersion[id] = map[int64]map[int64]float64{}, map[int64]int64{}
+		}
+		for h, pts := range hours {
+			if rc.version > w.tables.hourlyVersion[id][h] {
+				w.tables.hourly[id][h], w.tables.hourlyVersion[id][h] = pts, rc.version
+			}
+		}
+	}
+	for id, ts := range rc.latest {
+		if rc.version > w.tables.latestVersion[id] {
+			w.tables.latest[id], w.tables.latestVersion[id] = ts, rc.version
+		}
 	}
 }
 

@@ -229,6 +229,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	defer cancel()
 	w.mu.Lock()
 	p.cancel, p.startSeq = cancel, w.seq
+	p.startPubs, p.startHolders = len(w.watermarks), w.holders()
 	w.mu.Unlock()
 	src := simSource{p}
 	var counts CountSource
@@ -243,7 +244,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },
 	}
-	stages := Stages{Metadata: NewRefresh(simRefresh{p}, simMetaStore{p}, RefreshOptions{}, nil)}
+	stages := Stages{Metadata: NewRefresh(simRefresh{p}, simMetaStore{p}, RefreshOptions{}, nil), Watermark: simWatermarkWriter{p}}
 	err := fn(NewSyncer(src, simWriter{p}, stages, simStore{p}, opts, nil, nil), ctx)
 	w.mu.Lock()
 	w.logf("%s ended: %v", p.name, err)

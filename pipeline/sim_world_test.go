@@ -170,6 +170,8 @@ type simWorld struct {
 	// meta is the warehouse's metadata tables (sim_meta_test.go).
 	meta   *simMeta
 	marks  map[string]Mark
+	// watermarks are the settled watermarks published (sim_watermark_test.go).
+	watermarks []simWatermark
 	tables simTables // the analyst tables (sim_rollup_test.go)
 	// violations are broken invariants found as they happen.
 	violations []string
@@ -411,6 +413,12 @@ type simProc struct {
 	// startSeq is the world's write counter when its run began: points
 	// written after it need not be loaded by the run's marks.
 	startSeq int64
+	// startPubs is how many watermarks were published when its run began,
+	// and startHolders the variables holding points then; walked are the
+	// variables its walks listed (a page that shifted drops one).
+	startPubs    int
+	startHolders map[string]bool
+	walked       map[string]bool
 	// asked counts the raw-series requests of the run by content, and
 	// requests all of them: a run that asks the same request again and
 	// again, or far more than its data needs, never ends (liveness).
@@ -536,6 +544,10 @@ func (s simSource) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 		// Its lastActivity is read with its page (below).
 		sv := Variable{ID: v.id, Label: "l" + v.id, DeviceID: v.device, DeviceLabel: "dev-" + v.device}
 		vars = append(vars, sv)
+		if s.p.walked == nil {
+			s.p.walked = map[string]bool{}
+		}
+		s.p.walked[v.id] = true
 		if w.fault("walk/twice", s.p.name+content+v.id, 0.05) {
 			vars = append(vars, sv)
 		}
@@ -789,6 +801,7 @@ func (in *simInsert) Commit() error {
 	w.sched.call("insert " + content)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.checkWatermarks(in.p, in.rows)
 	in.p.step("insert", content)
 	in.p.moment(featAtCommit, "insert", content, rowIDs(in.rows), 0, 0)
 	// part is a prefix of the rows: the blocks of an INSERT (or a

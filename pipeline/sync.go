@@ -168,11 +168,14 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 	if err != nil {
 		return err
 	}
-	// Only a complete walk measured every variable: after a failed one
-	// the lag gauges and the watermark keep what the last complete cycle
+	// Only a complete walk measured every variable: after a failed one,
+	// or a cancelled one (whose last chunk is not moved nor measured), the
+	// lag gauges and the watermark keep what the last complete cycle
 	// found.
-	s.observeLag(&w.lag, sum)
-	s.publishWatermark(ctx, &w.lag, sum)
+	if ctx.Err() == nil {
+		s.observeLag(&w.lag, sum)
+		s.publishWatermark(ctx, &w.lag, sum)
+	}
 	s.log.Info("cycle walked", zap.Int("devices", sum.Devices), zap.Int("variables", sum.Variables),
 		zap.Int("to_read", w.toRead), zap.Int("idle", sum.Skipped))
 	// A *MetadataError (groups, organizations, event logs, deletion flags)

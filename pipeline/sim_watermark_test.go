@@ -1,0 +1,77 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// The settled watermark in the simulation: every published watermark is
+// kept with the variables that held points when its publisher's run
+// began (its view holds at least those) and that its walk listed, and
+// every INSERT of a run that began after the publication is held to it:
+// no row of such a variable stamped before it (the contract: a cycle
+// never loads a point stamped before a watermark published earlier;
+// backfills are exempt and say so). A variable a shifting page dropped
+// from the publisher's walk is not held to it: the watermark covers the
+// variables the walk listed (docs/reliability.md says so).
+
+// simWatermark is one publication.
+type simWatermark struct {
+	ms      int64
+	holders map[string]bool
+}
+
+// simWatermarkWriter is the WatermarkWriter of one process.
+type simWatermarkWriter struct{ p *simProc }
+
+func (s simWatermarkWriter) PublishWatermark(_ context.Context, scope string, ms int64) error {
+	w := s.p.w
+	w.sched.call(fmt.Sprintf("publish the watermark %+d of %q", ms-simStart, scope))
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := s.p.write("watermark", scope, "watermark"); err != nil {
+		return err
+	}
+	if ms > w.now.Load() {
+		w.violate("%s published the watermark %+d, ahead of the clock %+d", s.p.name, ms-simStart, w.now.Load()-simStart)
+	}
+	if scope == "" {
+		holders := map[string]bool{}
+		for id := range s.p.startHolders {
+			if s.p.walked[id] {
+				holders[id] = true
+			}
+		}
+		w.watermarks = append(w.watermarks, simWatermark{ms: ms, holders: holders})
+	}
+	return nil
+}
+
+// holders are the variables with points under their marks now. Caller
+// holds w.mu.
+func (w *simWorld) holders() map[string]bool {
+	h := map[string]bool{}
+	for id, m := range w.marks {
+		if m.HwmMs > 0 {
+			h[id] = true
+		}
+	}
+	return h
+}
+
+// checkWatermarks holds the rows p is inserting to the watermarks
+// published before p's run began. Caller holds w.mu.
+func (w *simWorld) checkWatermarks(p *simProc, rows []Row) {
+	if strings.HasPrefix(p.name, "backfill") {
+		return
+	}
+	for _, wm := range w.watermarks[:p.startPubs] {
+		for _, r := range rows {
+			if wm.holders[r.VariableID] && r.TsMs < wm.ms {
+				w.violate("%s loaded %s@%+d, stamped before the watermark %+d published before it began", p.name, r.VariableID, r.TsMs-simStart, wm.ms-simStart)
+				return
+			}
+		}
+	}
+}
