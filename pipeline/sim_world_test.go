@@ -168,11 +168,11 @@ type simWorld struct {
 	quiet  bool // no faults, no writes during runs, no shifting pages
 	stored map[string]map[int64]float64
 	// meta is the warehouse's metadata tables (sim_meta_test.go).
-	meta   *simMeta
-	marks  map[string]Mark
+	meta  *simMeta
+	marks map[string]Mark
 	// watermarks are the settled watermarks published (sim_watermark_test.go).
 	watermarks []simWatermark
-	tables simTables // the analyst tables (sim_rollup_test.go)
+	tables     simTables // the analyst tables (sim_rollup_test.go)
 	// violations are broken invariants found as they happen.
 	violations []string
 	trace      []string
