@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 )
@@ -216,4 +217,61 @@ func (w *simWorld) checkTables(when string) {
 			w.violate("%s, %s's latest row is at %+d ms (present: %v), its newest stored point at %+d ms", when, v.id, latest-simStart, ok, newest-simStart)
 		}
 	}
+}
+
+// liveVariables are the source's live variables as a walk lists them.
+func (w *simWorld) liveVariables() []Variable {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Variable
+	for _, v := range w.live() {
+		out = append(out, Variable{ID: v.id, Label: "l" + v.id, DeviceID: v.device, DeviceLabel: "dev-" + v.device})
+	}
+	return out
+}
+
+// rebuild is `fleetsync rollup --from --to` (load/clickhouse's Rebuild):
+// every hour of the range, of every variable the warehouse holds points
+// of there, and those variables' latest rows, recomputed from what the
+// warehouse holds, as Recompute does: a version, a snapshot, then the rows
+// land, the scheduler letting cycles run in between.
+func (w *simWorld) rebuild(p *simProc, from, to int64) error {
+	w.sched.call(fmt.Sprintf("rollup --from %+d --to %+d", from-simStart, to-simStart))
+	w.mu.Lock()
+	if err := p.write("rebuild", fmt.Sprint(from, to), "rollup"); err != nil {
+		w.mu.Unlock()
+		return err
+	}
+	w.tables.init()
+	w.tables.clock++
+	rc := simRecompute{version: w.tables.clock, hours: map[string]map[int64]map[int64]float64{}, latest: map[string]int64{}}
+	w.mu.Unlock()
+	w.sched.call("rollup snapshot of the range")
+	w.mu.Lock()
+	lo, hi := simHour(from), simHour(to)+simHourMs
+	for id, pts := range w.stored {
+		in := false
+		for ts := range pts {
+			if ts >= lo && ts < hi {
+				in = true
+				break
+			}
+		}
+		if !in {
+			continue
+		}
+		rc.hours[id] = w.snapshotHours(id, lo, hi)
+		if ts, ok := w.snapshotLatest(id, math.MinInt64); ok {
+			rc.latest[id] = ts
+		}
+	}
+	w.mu.Unlock()
+	w.sched.call("rollup of the range lands")
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if p.dead {
+		return &simError{msg: "rollup: connection reset (process stopped)", retryable: true}
+	}
+	w.land(rc)
+	return nil
 }

@@ -179,15 +179,34 @@ func (w *simWorld) step(i int) {
 		}
 		to := from + r.Int64N(now-from+1)
 		from, to = w.backfillBounds(r, from, to)
-		w.logf("step %d: a backfill %d..%d%s", i, from-simStart, to-simStart, w.cfg.beside())
+		// A third of them are an operator's repair instead: verify
+		// --repair's re-extraction of the variables (Syncer.
+		// BackfillVariables, which moves no mark) and then `fleetsync
+		// rollup` over the range (the model of load/clickhouse's Rebuild).
+		repair := r.IntN(3) == 0
+		kind := "a backfill"
+		if repair {
+			kind = "a repair and a rollup"
+		}
+		w.logf("step %d: %s %d..%d%s", i, kind, from-simStart, to-simStart, w.cfg.beside())
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			w.run(w.proc(fmt.Sprintf("backfill%d", i), w.cfg.crashes), func(s *Syncer, ctx context.Context) error {
-				sum, err := s.Backfill(ctx, from, to, nil)
+			bp := w.proc(fmt.Sprintf("backfill%d", i), w.cfg.crashes)
+			w.run(bp, func(s *Syncer, ctx context.Context) error {
+				var sum Summary
+				var err error
+				if repair {
+					sum, err = s.BackfillVariables(ctx, w.liveVariables(), from, to)
+				} else {
+					sum, err = s.Backfill(ctx, from, to, nil)
+				}
 				tooLarge(sum)
 				w.noteBackfill(from, to, sum, err)
+				if repair && err == nil {
+					err = w.rebuild(bp, from, to)
+				}
 				return err
 			})
 		}()
