@@ -47,6 +47,7 @@ func TestBackfillMarkMovesOnlyWhereTheBackfillJoinedUpAndOnlyForwards(t *testing
 	}{
 		{"no mark, read from the floor exactly", target(floor, false, 0), 5000, true},
 		{"no mark, read from after the floor", target(floor+1, false, 0), 5000, false},
+		{"a mark that loaded nothing, read from the floor", target(floor, true, 0), 5000, true},
 		{"read from the mark's lookback exactly", target(4900, true, 5000), 6000, true},
 		{"read from a millisecond after the mark's lookback", target(4901, true, 5000), 6000, false},
 		{"loaded up to the mark exactly", target(floor, true, 5000), 5000, false},
@@ -54,6 +55,9 @@ func TestBackfillMarkMovesOnlyWhereTheBackfillJoinedUpAndOnlyForwards(t *testing
 	}
 	for _, c := range cases {
 		m, ok := BackfillMark(floor, lookback)(c.t, Outcome{MaxTs: c.maxTs})
+		if ok && c.t.Mark.HwmMs <= 0 && m.RereadMs != c.t.Start {
+			t.Errorf("%s: reread %d, want the backfill's start %d (a mark that loaded nothing owes from where the read began)", c.name, m.RereadMs, c.t.Start)
+		}
 		if ok != c.moves {
 			t.Errorf("%s: mark moved %v (%+v), want %v", c.name, ok, m, c.moves)
 			continue
