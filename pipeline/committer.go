@@ -141,7 +141,7 @@ func (c *committer) settleLocked(h *hold) {
 		return
 	}
 	c.complete++
-	if m, ok := c.e.markFn(h.Target, Outcome{MaxTs: h.maxTs, FutureMs: h.told.futureMs}); ok {
+	if m, ok := c.e.markFn(h.Target, Outcome{MaxTs: h.maxTs, FutureMs: h.told.futureMs, StartMs: h.told.start}); ok {
 		c.ready = append(c.ready, m)
 	}
 }

@@ -10,6 +10,10 @@ type Outcome struct {
 	// lower bound of it when a frame cut by the limit hid it (0 when none).
 	// Such points are left for the cycle that ends after them.
 	FutureMs int64
+	// StartMs is where the read started in the end: the target's Start, or
+	// later where the service's retention floor turned out to be (0 when
+	// unknown). Nothing below it can be read any more.
+	StartMs int64
 }
 
 // MergeMark is the never-backwards rule every StateStore applies when a
@@ -46,7 +50,7 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 		LastActivityMs: la,
 		CheckedMs:      t.End,
 		FutureMs:       o.FutureMs,
-		RereadMs:       t.Reread,
+		RereadMs:       max(t.Reread, o.StartMs),
 		UpdatedAt:      time.Now().UTC(),
 	}, true
 }

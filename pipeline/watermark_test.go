@@ -77,7 +77,9 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 	w := &memWriter{rows: map[string]map[int64]Row{}}
 	wm := &watermarks{}
 	s := NewSyncer(src, w, Stages{Watermark: wm}, st, SyncOptions{
-		Engine: EngineOptions{RetryWait: time.Millisecond, VariablesPerRequest: 50}, Retention: 30 * 24 * time.Hour,
+		// One fetcher: the late writes of lateDuringRead and memSource's
+		// reads of its points must not run at once.
+		Engine: EngineOptions{RetryWait: time.Millisecond, VariablesPerRequest: 50, MaxInFlight: 1}, Retention: 30 * 24 * time.Hour,
 		Lookback: lookback, SkipIdle: true, IdleRecheck: recheck,
 		Now: func() time.Time { return time.UnixMilli(now) },
 	}, nil, nil)
