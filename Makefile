@@ -37,7 +37,7 @@ lint:
 	$(GO) vet $(PKGS)
 
 test-unit:
-	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -timeout 25m $(PKGS)
 
 test-deploy:
 	cd deploy && $(GO) test -count=1 ./...
