@@ -406,15 +406,22 @@ type simRead struct{ start, end int64 }
 
 // noteRead records, as a commit of marks lands, which read the variable's
 // mark now stands for, when it was a cycle's (a backfill's mark keeps the
-// last cycle's read position and debt). Caller holds w.mu.
+// last cycle's read position), and which runs' writes the mark may still
+// owe: a cycle's commit owes those of its own run; a backfill's adds its
+// run to the debt it keeps (it owes, from the lookback of the mark in
+// force, what was written while it ran, or from its start without a
+// mark). Caller holds w.mu.
 func (w *simWorld) noteRead(p *simProc, m Mark) {
+	if w.reads == nil {
+		w.reads, w.owes = map[string]simRead{}, map[string][]simRead{}
+	}
+	run := simRead{start: p.startSeq, end: w.seq}
 	if strings.HasPrefix(p.name, "backfill") {
+		w.owes[m.VariableID] = append(w.owes[m.VariableID], run)
 		return
 	}
-	if w.reads == nil {
-		w.reads = map[string]simRead{}
-	}
-	w.reads[m.VariableID] = simRead{start: p.startSeq, end: w.seq}
+	w.reads[m.VariableID] = run
+	w.owes[m.VariableID] = []simRead{run}
 }
 
 // String says where p is and when it was written, relative to the start.
@@ -582,26 +589,42 @@ func owedFrom(m Mark) int64 { return m.RereadMs }
 // owedBy says which points p's commit of m may leave unread below the
 // mark: for a backfill (which reads a closed range from its start and
 // keeps the debt of the mark in force), the points that mark owes, written
-// while the cycle's read it stands for ran, from owedFrom on; none for a
+// while one of the runs it stands for ran (the last cycle's read and the
+// backfills that moved the mark since), from owedFrom on; none for a
 // cycle, whose read started no later than what its mark owed. A point
-// written after that cycle's commit is promised from the lookback of the
-// mark it committed, and a backfill that moves the mark must have read it.
+// written between those runs is promised from the lookback of the mark
+// in force then, and a backfill that moves the mark must have read it.
 // Caller holds w.mu.
 func (w *simWorld) owedBy(p *simProc, m Mark) func(simPoint) bool {
-	from, r := owedFrom(m), w.reads[m.VariableID]
+	from, runs := owedFrom(m), w.owes[m.VariableID]
 	if from == 0 || !strings.HasPrefix(p.name, "backfill") {
 		return func(simPoint) bool { return false }
 	}
-	return func(pt simPoint) bool { return pt.ts >= from && pt.seq > r.start && pt.seq <= r.end }
+	return func(pt simPoint) bool {
+		if pt.ts < from {
+			return false
+		}
+		for _, r := range runs {
+			if pt.seq > r.start && pt.seq <= r.end {
+				return true
+			}
+		}
+		return false
+	}
 }
 
 // noteStored records rows as stored by p's run. Caller holds w.mu.
 func (p *simProc) noteStored(rows []Row) {
 	if p.stored == nil {
-		p.stored = map[string][]int64{}
+		p.stored, p.unrolled = map[string][]int64{}, map[string]map[int64]int64{}
 	}
+	p.w.stores++
 	for _, r := range rows {
 		p.stored[r.VariableID] = append(p.stored[r.VariableID], r.TsMs)
+		if p.unrolled[r.VariableID] == nil {
+			p.unrolled[r.VariableID] = map[int64]int64{}
+		}
+		p.unrolled[r.VariableID][r.TsMs] = p.w.stores
 	}
 }
 

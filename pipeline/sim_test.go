@@ -267,6 +267,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	err := fn(NewSyncer(src, simWriter{p}, stages, simStore{p}, opts, nil, nil), ctx)
 	w.mu.Lock()
 	w.logf("%s ended: %v", p.name, err)
+	w.orphan(p)
 	w.mu.Unlock()
 }
 

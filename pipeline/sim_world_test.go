@@ -187,6 +187,12 @@ type simWorld struct {
 	// reads is, per variable, the read its mark stands for
 	// (sim_swarm_test.go's noteRead).
 	reads map[string]simRead
+	// owes is, per variable, the runs whose writes its mark may still
+	// owe (see noteRead).
+	owes map[string][]simRead
+	// orphans and stores: see sim_rollup_test.go's orphans.
+	orphans map[string]map[int64]bool
+	stores  int64
 	// unfinished are the ranges of the backfills that failed in the
 	// last step, which the operator runs again (sim_swarm_test.go).
 	unfinished [][2]int64
@@ -432,6 +438,10 @@ type simProc struct {
 	moments map[simFeature]int
 	// stored is, per variable, the timestamps of the rows the run stored.
 	stored map[string][]int64
+	// unrolled is, per variable, the rows the run stored that none of
+	// its own hourly recomputes has covered since: timestamp → the
+	// world's store counter when stored (see sim_rollup_test.go's orphans).
+	unrolled map[string]map[int64]int64
 }
 
 // Liveness bounds of one run: the same raw-series request more than

@@ -411,7 +411,12 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 				continue
 			}
 			m, ok := marks.get(v.ID)
-			targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok, From: from})
+			// A backfill that moves the mark takes over what the next
+			// cycle would have handed the hook from the window it
+			// replaces: points a stopped pass loaded there, the floor
+			// having passed them since (Touched), whatever the range.
+			hand := min(from, windowFrom(m, ok, s.opts.Lookback.Milliseconds()))
+			targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok, From: hand})
 		}
 		return targets, 0
 	}
