@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -42,6 +43,22 @@ type simTables struct {
 	hourlyVersion map[string]map[int64]int64
 	latestVersion map[string]int64
 	clock         int64
+	// The rows of the latest snapshot that has landed, per hour and per
+	// variable, with the world's store counter at that snapshot: the row
+	// FINAL keeps must be as complete as they are (see land).
+	hourlySeen map[string]map[int64]simSeen
+	latestSeen map[string]simSeenLatest
+}
+
+// simSeen is an hourly row as a snapshot taken at store counter snap saw
+// it; simSeenLatest a latest row.
+type simSeen struct {
+	snap int64
+	pts  map[int64]float64
+}
+
+type simSeenLatest struct {
+	snap, ts int64
 }
 
 // simRecompute is what one Recompute statement pair read: its version,
@@ -49,8 +66,10 @@ type simTables struct {
 // gives, to land later (an hour without points gives no row).
 type simRecompute struct {
 	version int64
-	hours   map[string]map[int64]map[int64]float64
-	latest  map[string]int64
+	// snap is the world's store counter when the snapshot was taken.
+	snap   int64
+	hours  map[string]map[int64]map[int64]float64
+	latest map[string]int64
 }
 
 // simRollup is the Rollup hook as one process calls it.
@@ -87,6 +106,7 @@ func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 	w.sched.call("rollup snapshot " + content)
 	w.mu.Lock()
 	snapped := w.stores
+	rc.snap = snapped
 	for _, t := range touched {
 		if !failHourly {
 			rc.hours[t.VariableID] = w.snapshotHours(t.VariableID, simHour(t.FromMs), simHour(t.ToMs)+simHourMs)
@@ -101,7 +121,13 @@ func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
 			}
 		}
 	}
+	long := w.draw("rollup/long", content) % 8
 	w.mu.Unlock()
+	// The statements run a while: other writers and recomputes may
+	// land first.
+	for range long {
+		w.sched.call("rollup runs " + content)
+	}
 	w.sched.call("rollup lands " + content)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -125,6 +151,7 @@ func (t *simTables) init() {
 	if t.hourly == nil {
 		t.hourly, t.latest = map[string]map[int64]map[int64]float64{}, map[string]int64{}
 		t.hourlyVersion, t.latestVersion = map[string]map[int64]int64{}, map[string]int64{}
+		t.hourlySeen, t.latestSeen = map[string]map[int64]simSeen{}, map[string]simSeenLatest{}
 	}
 }
 
@@ -166,15 +193,37 @@ func (w *simWorld) land(rc simRecompute) {
 		if w.tables.hourly[id] == nil {
 			w.tables.hourly[id], w.tables.hourlyVersion[id] = map[int64]map[int64]float64{}, map[int64]int64{}
 		}
+		if w.tables.hourlySeen[id] == nil {
+			w.tables.hourlySeen[id] = map[int64]simSeen{}
+		}
 		for h, pts := range hours {
 			if rc.version > w.tables.hourlyVersion[id][h] {
 				w.tables.hourly[id][h], w.tables.hourlyVersion[id][h] = pts, rc.version
+			}
+			if seen, ok := w.tables.hourlySeen[id][h]; !ok || rc.snap >= seen.snap {
+				w.tables.hourlySeen[id][h] = simSeen{snap: rc.snap, pts: pts}
+			}
+			// The versions' argument, at every landing: the row kept is
+			// as complete as the latest snapshot that has landed (points
+			// are never deleted, so a later snapshot holds every point an
+			// earlier one held). A version drawn after the snapshot, or
+			// at landing, breaks it when two recomputes interleave.
+			if seen := w.tables.hourlySeen[id][h]; !maps.Equal(w.tables.hourly[id][h], seen.pts) {
+				w.violate("%s's hourly row of hour %+d h holds %d points after a recompute landed, though a snapshot that landed saw %d: a recompute that saw less won (versions)",
+					id, (h-simHour(simStart))/simHourMs, len(w.tables.hourly[id][h]), len(seen.pts))
 			}
 		}
 	}
 	for id, ts := range rc.latest {
 		if rc.version > w.tables.latestVersion[id] {
 			w.tables.latest[id], w.tables.latestVersion[id] = ts, rc.version
+		}
+		if seen, ok := w.tables.latestSeen[id]; !ok || rc.snap >= seen.snap {
+			w.tables.latestSeen[id] = simSeenLatest{snap: rc.snap, ts: ts}
+		}
+		if seen := w.tables.latestSeen[id]; w.tables.latest[id] != seen.ts {
+			w.violate("%s's latest row is at %+d ms after a recompute landed, though a snapshot that landed saw %+d ms: a recompute that saw less won (versions)",
+				id, w.tables.latest[id]-simStart, seen.ts-simStart)
 		}
 	}
 }
@@ -302,8 +351,10 @@ func (w *simWorld) liveVariables() []Variable {
 // every hour of the range, of every variable the warehouse holds points
 // of there, and those variables' latest rows, recomputed from what the
 // warehouse holds, as Recompute does: a version, a snapshot, then the rows
-// land, the scheduler letting cycles run in between.
-func (w *simWorld) rebuild(p *simProc, from, to int64) error {
+// land, the scheduler letting cycles run in between; the statements
+// run for long statements' turns of the scheduler between the snapshot
+// and the landing (a big range's INSERT ... SELECT takes a while).
+func (w *simWorld) rebuild(p *simProc, from, to int64, long int) error {
 	w.sched.call(fmt.Sprintf("rollup --from %+d --to %+d", from-simStart, to-simStart))
 	w.mu.Lock()
 	if err := p.write("rebuild", fmt.Sprint(from, to), "rollup"); err != nil {
@@ -317,6 +368,7 @@ func (w *simWorld) rebuild(p *simProc, from, to int64) error {
 	w.sched.call("rollup snapshot of the range")
 	w.mu.Lock()
 	lo, hi := simHour(from), simHour(to)+simHourMs
+	rc.snap = w.stores
 	for id, pts := range w.stored {
 		in := false
 		for ts := range pts {
@@ -334,6 +386,9 @@ func (w *simWorld) rebuild(p *simProc, from, to int64) error {
 		}
 	}
 	w.mu.Unlock()
+	for range long {
+		w.sched.call("rollup of the range runs")
+	}
 	w.sched.call("rollup of the range lands")
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -471,6 +471,7 @@ func (w *simWorld) interlude(i int) {
 	})
 	w.checkNext(fmt.Sprintf("after the quiet cycle after step %d", i))
 	w.mu.Lock()
+	w.checkTables(fmt.Sprintf("after the quiet cycle after step %d", i))
 	w.quiet = false
 	w.mu.Unlock()
 }

@@ -168,7 +168,9 @@ func (w *simWorld) step(i int) {
 	switch k := w.cfg.runKind(r.IntN(10)); {
 	case k < 6:
 		w.logf("step %d: a cycle", i)
+		beside := w.rollupBeside(i)
 		w.run(w.proc(fmt.Sprintf("cycle%d", i), w.cfg.crashes), cycle)
+		beside.Wait()
 	case k < 8:
 		now := w.now.Load()
 		// Half the backfills reach far back, half only into the lookback
@@ -205,7 +207,7 @@ func (w *simWorld) step(i int) {
 				tooLarge(sum)
 				w.noteBackfill(from, to, sum, err)
 				if repair && err == nil {
-					err = w.rebuild(bp, from, to)
+					err = w.rebuild(bp, from, to, 0)
 				}
 				return err
 			})
@@ -220,6 +222,8 @@ func (w *simWorld) step(i int) {
 		wg.Wait()
 	default:
 		w.logf("step %d: shards 1 and 2 overlapping", i)
+		beside := w.rollupBeside(i)
+		defer beside.Wait()
 		var wg sync.WaitGroup
 		for _, sh := range [][2]int{{0, 1}, {0, 2}, {1, 2}} {
 			wg.Add(1)
@@ -269,6 +273,38 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	w.logf("%s ended: %v", p.name, err)
 	w.orphan(p)
 	w.mu.Unlock()
+}
+
+// rollupBeside starts, in one step of two drawn by the content of the
+// step (the seed's other draws unchanged), an operator's `fleetsync
+// rollup` over the last two lookbacks beside the step's runs, and returns
+// what to wait for: its snapshot and landing race the cycles' inserts and
+// recomputes of the same hours, which is where the versions' argument is
+// checked (land).
+func (w *simWorld) rollupBeside(i int) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	if w.draw("rollup-beside", fmt.Sprint(i))%2 != 0 {
+		return &wg
+	}
+	to := w.now.Load()
+	from := to - 2*simLookback.Milliseconds()
+	// It starts a while into the step and runs long, so that its
+	// snapshot precedes some of the runs' inserts and its rows land
+	// after their recomputes, as often as not.
+	wait, long := int(w.draw("rollup-beside/wait", fmt.Sprint(i))%40), int(w.draw("rollup-beside/long", fmt.Sprint(i))%200)
+	w.logf("step %d: a rollup %d..%d beside it", i, from-simStart, to-simStart)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p := w.proc(fmt.Sprintf("rollup%d", i), w.cfg.crashes)
+		w.run(p, func(*Syncer, context.Context) error {
+			for range wait {
+				w.sched.call("rollup waits")
+			}
+			return w.rebuild(p, from, to, long)
+		})
+	}()
+	return &wg
 }
 
 // checkFinal compares the warehouse with the source: every promised
