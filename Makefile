@@ -36,8 +36,17 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
+# -race where it finds something: the engine, its loaders and committer,
+# the clients and adapters (TestSimulation runs 200 of its seeds there).
+# The end-to-end packages (cmd/...) wait on services far more than they
+# compute: they run without it, their long tests four at a time
+# (cmd/fleetsync/harness_test.go). Then all 2,000 fixed seeds, without it.
+RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/cmd/')
+E2E_PKGS  = $(shell $(GO) list $(PKGS) | grep '/cmd/')
 test-unit:
-	$(GO) test -race -count=1 -timeout 25m $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
+	$(GO) test -count=1 -timeout 15m -parallel 4 $(E2E_PKGS)
+	$(GO) test -count=1 -timeout 5m -run 'TestSimulation$$' ./pipeline
 
 test-deploy:
 	cd deploy && $(GO) test -count=1 ./...
@@ -55,7 +64,8 @@ fuzz:
 test: lint test-unit test-deploy fuzz
 
 test-faults:
-	FLEETSYNC_FAULTS_HEAVY=1 $(GO) test -race -count=1 -timeout 30m -run 'Fault|Kill|Overlap|Sigterm' ./cmd/... ./pipeline/...
+	FLEETSYNC_FAULTS_HEAVY=1 $(GO) test -race -count=1 -timeout 20m -run 'Fault|Kill|Overlap|Sigterm' ./pipeline/...
+	FLEETSYNC_FAULTS_HEAVY=1 $(GO) test -count=1 -timeout 20m -parallel 4 -run 'Fault|Kill|Overlap|Sigterm' ./cmd/...
 
 # The tests against a local ClickHouse cluster (ZooKeeper and 2 shards x 2
 # replicas, ~450 MB): build tag cluster, names starting TestCluster, so

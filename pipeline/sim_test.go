@@ -425,6 +425,17 @@ func TestSimulationReplays(t *testing.T) {
 	}
 }
 
+// simRaceSeeds is how many fixed seeds TestSimulation runs under -race
+// unless -sim.seeds says otherwise.
+const simRaceSeeds = 200
+
+// simSeedsSet says whether -sim.seeds was given.
+func simSeedsSet() bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "sim.seeds" })
+	return set
+}
+
 // TestSimulation runs the fixed seeds (or -seed, or -sim.seeds fresh ones
 // from -sim.base -1): every seed must end exact, and, with -sim.replays,
 // replay exactly.
@@ -447,6 +458,12 @@ func TestSimulation(t *testing.T) {
 		base = rand.Int64N(1 << 40)
 	}
 	n := *simSeeds
+	if raceOn && !simSeedsSet() {
+		// Under -race the seeds check the engine's goroutines for races,
+		// not the schedule for losses: a tenth of them is plenty, and
+		// `make test` runs all 2,000 without it.
+		n = simRaceSeeds
+	}
 	start := time.Now()
 	failed, differed := runSeeds(t, uint64(base), n, 1, *simReplays)
 	took := time.Since(start)

@@ -75,6 +75,7 @@ func runDense(t *testing.T, c denseCase) {
 // Frames of exactly the limit are the worst case for a reader that cannot
 // tell a whole frame from a cut one.
 func TestSyncDenseFirstSyncAtTheDefaultsIsExactInEveryRowOrder(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	for _, c := range []denseCase{
 		// 51 variables of exactly the limit (one is empty): two requests
 		// at least. No frame holds more than the limit, so no cut.
@@ -99,6 +100,7 @@ func TestSyncDenseFirstSyncAtTheDefaultsIsExactInEveryRowOrder(t *testing.T) {
 // edges, so the re-reads of each frame must follow its own proven window,
 // not another frame's.
 func TestSyncDenseFirstSyncWithSmallRequestsIsExactUnderEveryCutAndRowOrder(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	for _, c := range []denseCase{
 		// 8 variables of 12 limits, all in the first request: windows
 		// halved down to 1.5 limits.

@@ -34,6 +34,7 @@ func sameMarks(a, b map[string]int64) bool {
 }
 
 func TestFaultSyncKilledInEachPhaseThenRerunIsExact(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	w := newFaultWorld(t, worldOpts{
 		// One device: fleetsim leaves the last variable of device 1 empty,
 		// and its mark (0) would be committed without any INSERT.
@@ -169,6 +170,7 @@ func (w *world) awaitLeaseLapse() {
 }
 
 func TestFaultClickHouseOutage(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	ctx := context.Background()
 	srv := chtest.Start(t, chserver.Options{})
 	w := newFaultWorld(t, worldOpts{
@@ -332,6 +334,7 @@ func (d *daemonRun) stop(t *testing.T) int {
 }
 
 func TestFaultAPIFaultsKeepTheOracleAndHonourRetryAfter(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	for _, c := range []struct {
 		name       string
 		rate       float64

@@ -10,6 +10,17 @@ package main
 // only one suite needs builds on it: the fault suite's holds and ClickHouse
 // proxy (faults_inject_test.go), the cluster tests' shards
 // (cluster_world_test.go).
+//
+// Parallel tests. A world is its own: its fleetsim, its database (or its
+// own server), its files, its metrics listener on a free port. The longest
+// tests spend their time waiting (a token's rate limit, retries, the
+// service's latency, ClickHouse merging), not computing, so they call
+// t.Parallel and `make test` runs them four at a time (-parallel 4),
+// without -race: the engine's goroutines are raced in pipeline's own tests
+// and the simulation. A test whose verdict is a wall-clock bound on work
+// the CPU does (an incremental cycle over ten thousand variables within
+// 15 s, the cautious start's few seconds) stays sequential: Go runs the
+// sequential tests first, alone.
 
 import (
 	"bytes"

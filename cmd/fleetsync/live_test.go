@@ -72,6 +72,7 @@ func (w *world) missingOutsideLate() []string {
 }
 
 func TestLiveFleetLandsExactlyUnderEveryReadingOfLastActivity(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	for _, mode := range lastActivityModes {
 		t.Run(mode, func(t *testing.T) {
 			w := newLiveWorld(t, mode, fleetsim.Options{Devices: 8, Variables: 4, Points: 120, Span: 2 * time.Hour})
@@ -175,6 +176,7 @@ func (w *world) statusLag(variableID string) float64 {
 }
 
 func TestLatePointsIntoAnIdleVariableLandWithinIdleRecheck(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	for _, mode := range lastActivityModes {
 		t.Run(mode, func(t *testing.T) {
 			w := newLiveWorld(t, mode, fleetsim.Options{Devices: 3, Variables: 3, Points: 60, Span: time.Hour})
@@ -238,6 +240,7 @@ func TestLatePointsIntoAnIdleVariableLandWithinIdleRecheck(t *testing.T) {
 }
 
 func TestAPointStampedAheadLandsOnceDueAndLagsUntilThen(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	for _, mode := range lastActivityModes {
 		t.Run(mode, func(t *testing.T) {
 			w := newLiveWorld(t, mode, fleetsim.Options{Devices: 2, Variables: 2, Points: 30, Span: time.Hour})

@@ -26,6 +26,7 @@ func rateTotals(stats []fleetsim.RateSecond, from int64) (admitted, limited, exh
 }
 
 func TestFirstSyncUnderAPerTokenLimitUsesNinetyPercentOfItAndIsRarelyRejected(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	// 44 devices × 4 variables, one variable per raw-series request: about
 	// 180 requests, 45 s at 4 per second.
 	firstSyncUnderALimit(t, 4, 44)
@@ -35,6 +36,7 @@ func TestFirstSyncUnderAPerTokenLimitUsesNinetyPercentOfItAndIsRarelyRejected(t 
 // service's documented limit) must still probe up to the limit fast
 // enough to use 90 % of it over a first sync.
 func TestFirstSyncUnderAFiveTimesHigherLimitStillUsesNinetyPercentOfIt(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	// 300 devices × 4 variables: about 1,200 requests, 60 s at 20 per
 	// second, so that the climb from 4 is a small part of the sync.
 	firstSyncUnderALimit(t, 20, 300)
@@ -276,6 +278,7 @@ func (w *world) throttledSince(from int64) (admitted, limited int) {
 }
 
 func TestASecondRunStartsFromTheRateTheFirstLearnedAndIsNotThrottled(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	for _, backend := range []string{"clickhouse", "file"} {
 		t.Run(backend, func(t *testing.T) {
 			const limit = 4.0

@@ -14,6 +14,7 @@ import (
 // in smaller ones, and the warehouse is exact, in a first sync and in the
 // cycle after new and late points.
 func TestSyncOfAServiceServingResultsFirstIsExactWhateverTheResponseSize(t *testing.T) {
+	t.Parallel() // waits on the service, ClickHouse and rates, not the CPU (harness_test.go, "Parallel tests")
 	// 52 variables of 2,000 points with 512-byte contexts: about 1 MiB a
 	// variable, 50 MiB for the first request of 50 variables.
 	w := newWorld(t, worldOpts{sim: fleetsim.Options{Seed: 21, Devices: 4, Variables: 13, Points: 2000, Span: 2 * 24 * time.Hour,
