@@ -115,6 +115,13 @@ type SyncConfig struct {
 	// IdleRecheck bounds how long a skipped variable's window from
 	// mark - lookback goes unread, whatever lastActivity says.
 	IdleRecheck Duration `yaml:"idle_recheck" json:"idle_recheck"`
+	// MetadataRefresh is how long a daemon keeps its listing of device
+	// groups, their members and organizations before it lists them again:
+	// in a steady state those lists cost more requests than the device and
+	// variable pages a cycle must read, and they seldom change. 0 lists
+	// them every cycle. A new process (a CronJob's run) lists them on its
+	// first cycle.
+	MetadataRefresh Duration `yaml:"metadata_refresh" json:"metadata_refresh"`
 	// ShardIndex and ShardCount split the variables among instances.
 	ShardIndex int `yaml:"shard_index" json:"shard_index"`
 	ShardCount int `yaml:"shard_count" json:"shard_count"`
@@ -216,6 +223,7 @@ func Default() *Config {
 			SkipIdle:            true,
 			Rollups:             true,
 			IdleRecheck:         Duration(time.Hour),
+			MetadataRefresh:     Duration(time.Hour),
 			ShardIndex:          0,
 			ShardCount:          1,
 			LeaseTTL:            Duration(2 * time.Minute),

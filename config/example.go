@@ -91,6 +91,13 @@ sync:
   # lastActivity means.
   skip_idle: true
   idle_recheck: 1h
+  # How long "fleetsync run" keeps its listing of device groups, their
+  # members and organizations before listing them again (devices and
+  # variables are walked every cycle). Group, membership and organization
+  # changes reach the tables within this plus one schedule period; a new
+  # device's organization may wait as long. 0 lists them every cycle; a
+  # new process ("fleetsync sync") lists them on its first cycle.
+  metadata_refresh: 1h
   # Keep the analyst tables (datapoints_latest, datapoints_hourly) exact in
   # every cycle. Recomputing them costs ClickHouse about as much as loading
   # the points again during a large backfill (an incremental cycle: ~10 %);

@@ -152,6 +152,9 @@ func (s *SyncConfig) validate(p *problems, retention Duration) {
 		p.addf("sync.shard_index", "%d is not below sync.shard_count (%d); number the instances 0 to %d", s.ShardIndex, s.ShardCount, s.ShardCount-1)
 	}
 	positive(p, "sync.idle_recheck", s.IdleRecheck, "the longest an idle variable goes unread, e.g. 1h")
+	if s.MetadataRefresh < 0 {
+		p.addf("sync.metadata_refresh", "%s is negative; set 0 (list groups and organizations every cycle) or more, e.g. 1h", s.MetadataRefresh)
+	}
 	positive(p, "sync.lease_ttl", s.LeaseTTL, "how long a cycle's lease lasts, e.g. 10m")
 	objectKeys(p, "sync.devices", s.Devices, "a device")
 	objectKeys(p, "sync.device_groups", s.DeviceGroups, "a device group")

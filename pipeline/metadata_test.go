@@ -36,6 +36,23 @@ type fakeFleet struct {
 	pageSize   int
 	pages      map[string]int
 	listings   int
+	// lists counts the group, membership and organization list requests
+	// by kind (see countList).
+	lists map[string]int
+}
+
+// The kinds of list request lists counts.
+const (
+	listGroups     = "groups"
+	listMembers    = "group members"
+	listOrgs       = "organizations"
+	listOrgDevices = "organization devices"
+)
+
+func (f *fakeFleet) countList(kind string) {
+	f.mu.Lock()
+	f.lists[kind]++
+	f.mu.Unlock()
 }
 
 func (f *fakeFleet) Devices(_ context.Context, fn func(Device) error) error {
@@ -77,6 +94,7 @@ func (f *fakeFleet) Walk(ctx context.Context, _ Scope, sink WalkSink) error {
 }
 
 func (f *fakeFleet) GroupDeviceIDs(_ context.Context, group string) ([]string, error) {
+	f.countList(listMembers)
 	for _, g := range f.groups {
 		if g.ID == group {
 			return slices.Clone(g.Members), nil
@@ -86,6 +104,7 @@ func (f *fakeFleet) GroupDeviceIDs(_ context.Context, group string) ([]string, e
 }
 
 func (f *fakeFleet) OrganizationDeviceIDs(_ context.Context, org string) ([]string, error) {
+	f.countList(listOrgDevices)
 	ids, ok := f.orgDevices[org]
 	if !ok {
 		return nil, fmt.Errorf("organization %s: %w", org, notFoundErr{})
@@ -100,6 +119,7 @@ func (notFoundErr) Error() string  { return "HTTP 404" }
 func (notFoundErr) NotFound() bool { return true }
 
 func (f *fakeFleet) ListDeviceGroups(_ context.Context, fn func(DeviceGroup) error) error {
+	f.countList(listGroups)
 	if f.groupsErr != nil {
 		return f.groupsErr
 	}
@@ -113,6 +133,7 @@ func (f *fakeFleet) ListDeviceGroups(_ context.Context, fn func(DeviceGroup) err
 }
 
 func (f *fakeFleet) ListOrganizations(_ context.Context, fn func(Organization) error) error {
+	f.countList(listOrgs)
 	if f.orgsErr != nil {
 		return f.orgsErr
 	}
@@ -160,6 +181,7 @@ type fakeFleetStore struct {
 	vars         map[string]Variable
 	deletedVars  map[string]bool
 	orgWrites    int
+	groupWrites  int
 	groups       []DeviceGroup
 	marks        map[string]EventMark
 	logs         map[string]map[string]EventLog
@@ -168,6 +190,8 @@ type fakeFleetStore struct {
 	// devicesWritten and varsWritten count the rows written change by
 	// change.
 	devicesWritten, varsWritten int
+	// orgsWriteErr and groupsWriteErr fail the writes of those tables.
+	orgsWriteErr, groupsWriteErr error
 }
 
 func newFakeFleetStore() *fakeFleetStore {
@@ -298,6 +322,9 @@ func (s *fakeFleetStore) MarkVariablesDeleted(_ context.Context, ids []string) e
 func (s *fakeFleetStore) WriteOrganizations(context.Context, []Organization, time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.orgsWriteErr != nil {
+		return s.orgsWriteErr
+	}
 	s.orgWrites++
 	return nil
 }
@@ -305,6 +332,10 @@ func (s *fakeFleetStore) WriteOrganizations(context.Context, []Organization, tim
 func (s *fakeFleetStore) WriteDeviceGroups(_ context.Context, gs []DeviceGroup, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.groupsWriteErr != nil {
+		return s.groupsWriteErr
+	}
+	s.groupWrites++
 	s.groups = gs
 	return nil
 }
@@ -347,7 +378,7 @@ func (permissionErr) PermissionDenied() bool { return true }
 
 func newFakeFleet() *fakeFleet {
 	return &fakeFleet{memSource: &memSource{points: map[string][]Point{}, rng: rand.New(rand.NewPCG(1, 2))},
-		vars: map[string][]Variable{}, orgDevices: map[string][]string{}, logs: map[string][]EventLog{}, pageSize: 3, pages: map[string]int{}}
+		vars: map[string][]Variable{}, orgDevices: map[string][]string{}, logs: map[string][]EventLog{}, pageSize: 3, pages: map[string]int{}, lists: map[string]int{}}
 }
 
 var t0 = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +17,13 @@ import (
 type RefreshOptions struct {
 	// MaxInFlight bounds concurrent listing requests; 0 means 4.
 	MaxInFlight int
+	// ListEvery is how long a listing of the device groups, their members
+	// and the organizations serves the cycles that follow before they are
+	// listed again (sync.metadata_refresh); 0 lists them every cycle. In a
+	// live fleet's steady state these lists cost more requests than the
+	// device and variable pages every cycle must read, and they seldom
+	// change.
+	ListEvery time.Duration
 }
 
 // Refresh is the metadata stage of a cycle: it refreshes the fleet's
@@ -23,6 +31,11 @@ type RefreshOptions struct {
 // (marking those deleted in the source), organizations, device groups and
 // their membership. It is the Syncer's Stages.Metadata. Safe for
 // concurrent use by one cycle at a time.
+//
+// Devices and variables are refreshed from every walk; groups, members and
+// organizations are listed again only once RefreshOptions.ListEvery has
+// passed since their last complete listing, which a Refresh keeps in
+// memory for the cycles between (a new process lists on its first cycle).
 type Refresh struct {
 	src   RefreshSource
 	store RefreshStore
@@ -31,6 +44,30 @@ type Refresh struct {
 	// orgsDenied is set once the token was refused the organization list,
 	// so the hint is logged once per process, not every cycle.
 	orgsDenied atomic.Bool
+
+	mu sync.Mutex
+	// kept is the last complete listing (none of its lists failed, and
+	// its tables were written) and keptAt the time of the cycle that read
+	// it; nil until one succeeds.
+	kept   *listing
+	keptAt time.Time
+}
+
+// listing is what one read of the group, membership and organization
+// lists found; a kept one is only read, never changed, by later cycles.
+type listing struct {
+	groups []DeviceGroup
+	// groupsRead is false when the group list failed: the groups table is
+	// then not written, lest a partial list mark groups deleted.
+	groupsRead bool
+	orgs       []Organization
+	// orgsRead is false when the organization list failed or the token
+	// may not read it.
+	orgsRead bool
+	// devOrg maps device ids to the organization listing them; goneOrgs
+	// are organizations that no longer exist.
+	devOrg   map[string]string
+	goneOrgs map[string]bool
 }
 
 // NewRefresh wires a Refresh. logger may be nil.
@@ -48,11 +85,11 @@ var _ SnapshotWriter = (*Refresh)(nil)
 
 // BeginSnapshot starts refreshing every metadata table from one cycle's
 // walk: it reads the stored devices and the stored variables' compact
-// form, and lists groups and organizations, so that each device is stored
-// with its organization as the walk hands it on. An error storing devices
-// or variables is returned as is and fails the cycle; failures of the rest
-// come back together from Finish as a *MetadataError, after everything
-// else was tried.
+// form, and lists groups and organizations (or takes the kept listing, see
+// Refresh), so that each device is stored with its organization as the
+// walk hands it on. An error storing devices or variables is returned as
+// is and fails the cycle; failures of the rest come back together from
+// Finish as a *MetadataError, after everything else was tried.
 func (f *Refresh) BeginSnapshot(ctx context.Context, scoped bool, at time.Time) (SnapshotRun, error) {
 	live, err := f.store.LiveDevices(ctx)
 	if err != nil {
@@ -63,20 +100,48 @@ func (f *Refresh) BeginSnapshot(ctx context.Context, scoped bool, at time.Time) 
 		return nil, fmt.Errorf("read the stored variables: %w", err)
 	}
 	r := &refreshRun{f: f, scoped: scoped, at: at, live: live, changes: changes, walked: map[string]bool{}}
-	r.groups, r.groupsErr = f.deviceGroups(ctx)
-	if r.groupsErr != nil {
-		r.problems = append(r.problems, r.groupsErr)
+	if l := f.keptListing(at); l != nil {
+		r.listing = *l
+		return r, nil
 	}
-	orgs, orgsRead, err := f.organizations(ctx)
-	if err != nil {
-		r.problems = append(r.problems, err)
-	}
-	r.orgs, r.orgsRead = orgs, orgsRead
-	r.devOrg, r.goneOrgs, err = f.deviceOrganizations(ctx, orgIDs(orgs, r.groups, live))
-	if err != nil {
-		r.problems = append(r.problems, err)
-	}
+	r.listing, r.problems = f.list(ctx, live)
+	r.listed = true
 	return r, nil
+}
+
+// keptListing is the kept listing when it may serve a cycle at at: read
+// less than ListEvery before it. A clock that went back past the listing
+// lists again rather than keep it for longer than ListEvery.
+func (f *Refresh) keptListing(at time.Time) *listing {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.kept == nil || at.Before(f.keptAt) || at.Sub(f.keptAt) >= f.opts.ListEvery {
+		return nil
+	}
+	f.log.Debug("device groups and organizations not listed: the listing kept serves until metadata_refresh has passed",
+		zap.Time("listed_at", f.keptAt), zap.Duration("metadata_refresh", f.opts.ListEvery))
+	return f.kept
+}
+
+// list lists the groups with their members, the organizations and the
+// organizations' devices; problems are the lists that failed (a 403 on the
+// organizations is not one: it is an answer, kept like any other).
+func (f *Refresh) list(ctx context.Context, live map[string]string) (l listing, problems []error) {
+	var err error
+	l.groups, err = f.deviceGroups(ctx)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	l.groupsRead = err == nil
+	l.orgs, l.orgsRead, err = f.organizations(ctx)
+	if err != nil {
+		problems = append(problems, err)
+	}
+	l.devOrg, l.goneOrgs, err = f.deviceOrganizations(ctx, orgIDs(l.orgs, l.groups, live))
+	if err != nil {
+		problems = append(problems, err)
+	}
+	return l, problems
 }
 
 // refreshRun is one walk's refresh (see Refresh.BeginSnapshot). It holds
@@ -92,13 +157,11 @@ type refreshRun struct {
 	// walked are the walk's devices, devices the same.
 	walked  map[string]bool
 	devices []Device
-	// What BeginSnapshot listed.
-	groups           []DeviceGroup
-	groupsErr        error
-	orgs             []Organization
-	orgsRead         bool
-	devOrg           map[string]string
-	goneOrgs         map[string]bool
+	// listing is what BeginSnapshot listed, or the kept listing it took;
+	// listed says it was listed for this cycle, so Finish writes the
+	// groups and organizations (the kept ones were written when read).
+	listing
+	listed           bool
 	problems         []error
 	devicesWritten   int
 	variables        int
@@ -149,21 +212,33 @@ func (r *refreshRun) Finish(ctx context.Context) error {
 	f.log.Info("devices and variables stored", zap.Int("devices_written", r.devicesWritten), zap.Int("variables_written", r.variablesWritten),
 		zap.Int("devices", len(r.devices)), zap.Int("variables", r.variables))
 	problems := r.problems
+	// Only a complete listing whose tables were written is kept, so that
+	// a failed list or write is tried again on the next cycle (the listing
+	// kept before, if any, was already too old for this one).
+	keep := r.listed && len(r.problems) == 0
 	missing, err := r.changes.Missing(ctx)
 	if err != nil {
 		problems = append(problems, fmt.Errorf("read the stored variables the walk lacked: %w", err))
 	} else if err := f.markDeleted(ctx, r.devices, r.scoped, r.live, missing); err != nil {
 		problems = append(problems, err)
 	}
-	if r.groupsErr == nil {
+	if r.listed && r.groupsRead {
 		if err := f.store.WriteDeviceGroups(ctx, r.groups, r.at); err != nil {
 			problems = append(problems, fmt.Errorf("store device groups: %w", err))
+			keep = false
 		}
 	}
-	if r.orgsRead {
+	if r.listed && r.orgsRead {
 		if err := f.store.WriteOrganizations(ctx, r.orgs, r.at); err != nil {
 			problems = append(problems, fmt.Errorf("store organizations: %w", err))
+			keep = false
 		}
+	}
+	if keep {
+		l := r.listing
+		f.mu.Lock()
+		f.kept, f.keptAt = &l, r.at
+		f.mu.Unlock()
 	}
 	if len(problems) > 0 {
 		return &MetadataError{Errs: problems}

@@ -232,11 +232,16 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 			Logger:             log.Named("sync"),
 		})
 		// Every cycle of shard 0 refreshes every metadata table (devices,
-		// variables, groups, organizations) and syncs the configured events'
-		// logs, whose marks live in the warehouse whatever state.backend is.
+		// variables; groups and organizations once sync.metadata_refresh
+		// has passed since this process last listed them) and syncs the
+		// configured events' logs, whose marks live in the warehouse
+		// whatever state.backend is.
 		var stages pipeline.Stages
 		if shardOfConfig(cfg.Sync).WritesMetadata() {
-			stages.Metadata = pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{MaxInFlight: cfg.Sync.MaxInFlight}, log.Named("metadata"))
+			stages.Metadata = pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{
+				MaxInFlight: cfg.Sync.MaxInFlight,
+				ListEvery:   time.Duration(cfg.Sync.MetadataRefresh),
+			}, log.Named("metadata"))
 		}
 		if len(cfg.Sync.Events) > 0 && shardOfConfig(cfg.Sync).WritesMetadata() {
 			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))

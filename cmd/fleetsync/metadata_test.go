@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -287,6 +288,60 @@ func TestMetadataTablesEqualTheSourceAfterASync(t *testing.T) {
 	}
 	if strings.Contains(logs, "scoped token") {
 		t.Fatalf("the organization hint was logged with an account-scoped token:\n%s", lastLines(logs, 5))
+	}
+}
+
+// TestRunListsGroupsAndOrganizationsOncePerMetadataRefresh: a daemon walks
+// the devices every cycle but lists the groups and the organizations (a
+// 403 with this token) on its first cycle only, within the default
+// sync.metadata_refresh (1h), so that its steady state costs the device and
+// variable pages (issue 37).
+func TestRunListsGroupsAndOrganizationsOncePerMetadataRefresh(t *testing.T) {
+	t.Parallel() // waits on the schedule, not the CPU (harness_test.go, "Parallel tests")
+	w := newWorld(t, worldOpts{sync: `schedule: "@every 1s"`})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	done := make(chan int, 1)
+	go func() { done <- run(ctx, []string{"run", "--config", w.cfgPath}, io.Discard, &stderr, nil) }()
+	var base string
+	poll(t, 20*time.Second, "the daemon's start line", func() bool {
+		m := metricsURLRe.FindStringSubmatch(stderr.String())
+		if m != nil {
+			base = m[1]
+		}
+		return m != nil
+	})
+	var body string
+	poll(t, 90*time.Second, "three cycles to succeed", func() bool {
+		_, body = httpGet(base + "/metrics")
+		v, ok := metricValue(body, `fleetsync_cycles_total{result="success"}`)
+		return ok && v >= 3
+	})
+	cancel()
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Fatalf("run exited %d on cancellation, want 0; logs:\n%s", code, lastLines(stderr.String(), 10))
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not stop within 30s of its context being cancelled")
+	}
+	// The requests of each endpoint, whatever their status.
+	requests := func(endpoint string) float64 {
+		var n float64
+		for _, line := range strings.Split(grepLines(body, "fleetsync_api_requests_total{"), "\n") {
+			if strings.Contains(line, `endpoint="`+endpoint+`"}`) {
+				v, _ := metricValue(line, "fleetsync_api_requests_total")
+				n += v
+			}
+		}
+		return n
+	}
+	devices, groups, orgs := requests("devices"), requests("device_groups"), requests("organizations")
+	if devices < 3 || groups != 1 || orgs != 1 {
+		t.Fatalf("over 3 cycles: %v device, %v group and %v organization list requests; want a device list a cycle and the others once:\n%s",
+			devices, groups, orgs, grepLines(body, "fleetsync_api_requests_total{"))
 	}
 }
 
