@@ -121,91 +121,65 @@ func TestTheHookIsHandedWhatTheFloorCutOffTheWindow(t *testing.T) {
 // reads them again. The next cycle hands the hook a range that covers
 // them, both when it loads newer points of the variable and when it loads
 // nothing.
+//
+// A backfill that gives a variable its first mark takes over what the
+// next cycle would have handed the hook: once its mark stands, cycles
+// hand only the mark's lookback, so nothing else would recompute those
+// hours (found by the simulation, seed 21550857777).
 func TestAStoppedFirstSyncsPointsBelowTheNextFloorAreHandedToTheHook(t *testing.T) {
 	const minute = int64(60_000)
 	retention := 24 * time.Hour
 	now := time.UnixMilli(1_750_000_000_000)
 	floor0 := now.UnixMilli() - retention.Milliseconds()
 	pt := func(ts int64) Point { return Point{TsMs: ts, Value: 1, Context: []byte("{}")} }
-	mem := &memSource{points: map[string][]Point{
-		"newer":  {pt(floor0 + minute), pt(floor0 + 2*minute), pt(now.UnixMilli() - minute)},
-		"silent": {pt(floor0 + minute), pt(floor0 + 2*minute)},
-	}}
-	st := &memStore{marks: map[string]Mark{}}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	ru := &memRollup{st: &memStore{marks: map[string]Mark{}}, touched: map[string]Touched{}, fail: errors.New("rollup failed")}
-	clock := now
-	s := NewSyncer(listingSource{mem}, w, Stages{}, st, SyncOptions{
-		Engine:    EngineOptions{RetryWait: time.Millisecond, Rollup: ru},
-		Retention: retention, Lookback: time.Hour, Now: func() time.Time { return clock },
-	}, nil, nil)
-	if _, err := s.Cycle(context.Background()); err == nil {
-		t.Fatal("the first cycle succeeded although its rollup failed")
-	}
-	if len(st.marks) != 0 || len(w.rows["silent"]) != 2 {
-		t.Fatalf("after the failed rollup: marks %v, %d points of silent stored; want none, 2", st.marks, len(w.rows["silent"]))
-	}
-	// The service drops what fell out of its window.
-	clock = now.Add(5 * time.Minute)
-	for id, pts := range mem.points {
-		mem.points[id] = slices.DeleteFunc(pts, func(p Point) bool { return p.TsMs < clock.UnixMilli()-retention.Milliseconds() })
-	}
-	ru.fail, ru.touched = nil, map[string]Touched{}
-	if _, err := s.Cycle(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"newer", "silent"} {
-		got, ok := ru.touched[id]
-		for ts := range w.rows[id] {
-			if !ok || ts < got.FromMs || ts > got.ToMs {
-				t.Errorf("%s: its point at floor%+d ms is stored, and the hook was handed %+v (handed: %v)", id, ts-floor0, got, ok)
+	for _, next := range []string{"cycle", "backfill"} {
+		t.Run("the next pass a "+next, func(t *testing.T) {
+			mem := &memSource{points: map[string][]Point{
+				"newer":  {pt(floor0 + minute), pt(floor0 + 2*minute), pt(now.UnixMilli() - minute)},
+				"silent": {pt(floor0 + minute), pt(floor0 + 2*minute)},
+			}}
+			st := &memStore{marks: map[string]Mark{}}
+			w := &memWriter{rows: map[string]map[int64]Row{}}
+			ru := &memRollup{st: &memStore{marks: map[string]Mark{}}, touched: map[string]Touched{}, fail: errors.New("rollup failed")}
+			clock := now
+			s := NewSyncer(listingSource{mem}, w, Stages{}, st, SyncOptions{
+				Engine:    EngineOptions{RetryWait: time.Millisecond, Rollup: ru},
+				Retention: retention, Lookback: time.Hour, Now: func() time.Time { return clock },
+			}, nil, nil)
+			if _, err := s.Cycle(context.Background()); err == nil {
+				t.Fatal("the first cycle succeeded although its rollup failed")
 			}
-		}
-	}
-}
-
-// A backfill that gives a variable its first mark takes over what the
-// next cycle would have handed the hook: the points a stopped first pass
-// loaded below the floor the backfill starts at. Once its mark stands,
-// cycles hand only the mark's lookback, so nothing else would recompute
-// those hours (found by the simulation, seed 21550857777).
-func TestABackfillThatGivesTheFirstMarkHandsTheHookWhatAStoppedPassLoadedBelowTheFloor(t *testing.T) {
-	const minute = int64(60_000)
-	retention := 24 * time.Hour
-	now := time.UnixMilli(1_750_000_000_000)
-	floor0 := now.UnixMilli() - retention.Milliseconds()
-	pt := func(ts int64) Point { return Point{TsMs: ts, Value: 1, Context: []byte("{}")} }
-	mem := &memSource{points: map[string][]Point{
-		"v": {pt(floor0 + minute), pt(floor0 + 2*minute), pt(now.UnixMilli() - minute)},
-	}}
-	st := &memStore{marks: map[string]Mark{}}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	ru := &memRollup{st: &memStore{marks: map[string]Mark{}}, touched: map[string]Touched{}, fail: errors.New("rollup failed")}
-	clock := now
-	s := NewSyncer(listingSource{mem}, w, Stages{}, st, SyncOptions{
-		Engine:    EngineOptions{RetryWait: time.Millisecond, Rollup: ru},
-		Retention: retention, Lookback: time.Hour, Now: func() time.Time { return clock },
-	}, nil, nil)
-	if _, err := s.Cycle(context.Background()); err == nil {
-		t.Fatal("the first cycle succeeded although its rollup failed")
-	}
-	if len(st.marks) != 0 || len(w.rows["v"]) != 3 {
-		t.Fatalf("after the failed rollup: marks %v, %d points stored; want none, 3", st.marks, len(w.rows["v"]))
-	}
-	clock = now.Add(5 * time.Minute)
-	mem.points["v"] = slices.DeleteFunc(mem.points["v"], func(p Point) bool { return p.TsMs < clock.UnixMilli()-retention.Milliseconds() })
-	ru.fail, ru.touched = nil, map[string]Touched{}
-	// From the new floor, as `fleetsync backfill` without --from starts.
-	if _, err := s.Backfill(context.Background(), s.Floor(clock), clock.UnixMilli(), nil); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := st.marks["v"]; !ok {
-		t.Fatal("the backfill from the floor gave v no mark")
-	}
-	got, ok := ru.touched["v"]
-	for ts := range w.rows["v"] {
-		if !ok || ts < got.FromMs || ts > got.ToMs {
-			t.Errorf("its point at floor%+d ms is stored, and the hook was handed %+v (handed: %v)", ts-floor0, got, ok)
-		}
+			if len(st.marks) != 0 || len(w.rows["silent"]) != 2 {
+				t.Fatalf("after the failed rollup: marks %v, %d points of silent stored; want none, 2", st.marks, len(w.rows["silent"]))
+			}
+			// The service drops what fell out of its window.
+			clock = now.Add(5 * time.Minute)
+			for id, pts := range mem.points {
+				mem.points[id] = slices.DeleteFunc(pts, func(p Point) bool { return p.TsMs < clock.UnixMilli()-retention.Milliseconds() })
+			}
+			ru.fail, ru.touched = nil, map[string]Touched{}
+			var err error
+			if next == "cycle" {
+				_, err = s.Cycle(context.Background())
+			} else {
+				// From the new floor, as `fleetsync backfill` without
+				// --from starts: it gives "newer" its first mark.
+				_, err = s.Backfill(context.Background(), s.Floor(clock), clock.UnixMilli(), nil)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := st.marks["newer"]; !ok {
+				t.Fatalf("the %s gave newer no mark", next)
+			}
+			for _, id := range []string{"newer", "silent"} {
+				got, ok := ru.touched[id]
+				for ts := range w.rows[id] {
+					if !ok || ts < got.FromMs || ts > got.ToMs {
+						t.Errorf("%s: its point at floor%+d ms is stored, and the hook was handed %+v (handed: %v)", id, ts-floor0, got, ok)
+					}
+				}
+			}
+		})
 	}
 }
