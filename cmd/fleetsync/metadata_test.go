@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"sort"
@@ -299,30 +298,18 @@ func TestMetadataTablesEqualTheSourceAfterASync(t *testing.T) {
 func TestRunListsGroupsAndOrganizationsOncePerMetadataRefresh(t *testing.T) {
 	t.Parallel() // waits on the schedule, not the CPU (harness_test.go, "Parallel tests")
 	w := newWorld(t, worldOpts{sync: `schedule: "@every 1s"`})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var stderr syncBuffer
-	done := make(chan int, 1)
-	go func() { done <- run(ctx, []string{"run", "--config", w.cfgPath}, io.Discard, &stderr, nil) }()
-	var base string
-	poll(t, 20*time.Second, "the daemon's start line", func() bool {
-		m := metricsURLRe.FindStringSubmatch(stderr.String())
-		if m != nil {
-			base = m[1]
-		}
-		return m != nil
-	})
+	d := w.startDaemon(nil)
 	var body string
 	poll(t, 90*time.Second, "three cycles to succeed", func() bool {
-		_, body = httpGet(base + "/metrics")
+		body = d.metrics()
 		v, ok := metricValue(body, `fleetsync_cycles_total{result="success"}`)
 		return ok && v >= 3
 	})
-	cancel()
+	d.cancel()
 	select {
-	case code := <-done:
-		if code != 0 {
-			t.Fatalf("run exited %d on cancellation, want 0; logs:\n%s", code, lastLines(stderr.String(), 10))
+	case <-d.done:
+		if d.code != 0 {
+			t.Fatalf("run exited %d on cancellation, want 0; logs:\n%s", d.code, lastLines(d.stderr.String(), 10))
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not stop within 30s of its context being cancelled")
