@@ -89,13 +89,6 @@ func planWith(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 	return targets, skipped
 }
 
-// countPlanned is how many targets Plan would return, and how many
-// variables it would skip, without holding the targets.
-func countPlanned(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions) (toRead, skipped int) {
-	skipped = planEach(vars, marks, o, func(Target) { toRead++ })
-	return toRead, skipped
-}
-
 // planEach hands each target of vars to fn and returns the number of
 // variables skipped as idle; marks gives a variable's mark.
 func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions, fn func(Target)) (skipped int) {

@@ -18,19 +18,12 @@ const (
 	StageEvents   = "events"   // sync the event logs
 )
 
-// stage runs fn as the named stage of a cycle or backfill, the way
-// node_exporter wraps every collector: it times the stage into
-// fleetsync_stage_duration_seconds, sets fleetsync_stage_success, and logs
-// its end at debug level, so the stages themselves stay plain functions
-// and an operator can see which one a slow or failing cycle spent its time
-// in. Whether a failed stage ends the cycle is the caller's decision.
-func (s *Syncer) stage(ctx context.Context, name string, fn func(ctx context.Context) error) error {
-	c := s.newStageClock()
-	defer c.observe()
-	return c.run(ctx, name, fn)
-}
-
-// stageClock times the stages of a cycle whose stages interleave: the walk
+// stageClock times the stages of a cycle, the way node_exporter wraps
+// every collector: each stage is a plain function run through it, timed
+// into fleetsync_stage_duration_seconds, with fleetsync_stage_success set
+// and its end logged at debug level, so that an operator can see which
+// stage a slow or failing cycle spent its time in; whether a failed stage
+// ends the cycle is the caller's decision. The stages interleave: the walk
 // hands each part of the fleet to the metadata, plan, move and lag stages
 // as it goes, so each stage's time is summed over the cycle and observed
 // once, at its end, with whether any of its parts failed.
