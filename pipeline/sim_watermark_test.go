@@ -10,9 +10,13 @@ import (
 // kept with the variables that held points when its publisher's run
 // began (its view holds at least those) and that its walk listed, and
 // every INSERT of a run that began after the publication is held to it:
-// no row of such a variable stamped before it (the contract: a cycle
-// never loads a point stamped before a watermark published earlier;
-// backfills are exempt and say so). A variable a shifting page dropped
+// no row of such a variable stamped before it that the warehouse did not
+// hold already (the contract: a cycle never loads a point stamped before
+// a watermark published earlier; backfills are exempt and say so). A row
+// it held is loaded again, unchanged, when a backfill beside a cycle
+// commits a mark that keeps the debt of the mark it was planned with,
+// which the cycle paid meanwhile (Mark.RereadMs): the next read starts
+// lower than it needs to, and nothing stored changes. A variable a shifting page dropped
 // from the publisher's walk is not held to it: the watermark covers the
 // variables the walk listed (docs/reliability.md says so).
 
@@ -68,7 +72,7 @@ func (w *simWorld) checkWatermarks(p *simProc, rows []Row) {
 	}
 	for _, wm := range w.watermarks[:p.startPubs] {
 		for _, r := range rows {
-			if wm.holders[r.VariableID] && r.TsMs < wm.ms {
+			if _, had := w.stored[r.VariableID][r.TsMs]; wm.holders[r.VariableID] && r.TsMs < wm.ms && !had {
 				w.violate("%s loaded %s@%+d, stamped before the watermark %+d published before it began", p.name, r.VariableID, r.TsMs-simStart, wm.ms-simStart)
 				return
 			}
