@@ -11,7 +11,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # loaded machine with no input found. A count has no deadline to race.
 FUZZTIME ?= 50000x
 
-.PHONY: all build demo test test-unit test-deploy fuzz lint bench soak test-faults test-cluster deps clean mutate
+.PHONY: all build demo test test-unit test-deploy fuzz lint bench soak test-faults test-cluster test-cluster-race test-cluster-e2e deps clean mutate
 
 all: build
 
@@ -70,8 +70,16 @@ test-faults:
 # The tests against a local ClickHouse cluster (ZooKeeper and 2 shards x 2
 # replicas, ~450 MB): build tag cluster, names starting TestCluster, so
 # `make test` does not run them.
+# The adapter's under -race and the end-to-end ones without it (as in
+# test-unit), both at once: the second waits on the cluster, not the CPU.
 test-cluster:
-	$(GO) test -race -count=1 -tags cluster -timeout 30m -run '^TestCluster' ./...
+	$(MAKE) -j2 test-cluster-race test-cluster-e2e
+
+test-cluster-race:
+	$(GO) test -race -count=1 -tags cluster -timeout 20m -run '^TestCluster' $(RACE_PKGS)
+
+test-cluster-e2e:
+	$(GO) test -count=1 -tags cluster -timeout 20m -run '^TestCluster' $(E2E_PKGS)
 
 # The deterministic simulation of the whole sync (pipeline/sim_test.go) over
 # SEEDS fresh seeds from a random first one; make test runs 2000 fixed ones.
