@@ -1,6 +1,6 @@
 //go:build !race
 
-package pipeline
+package pipeline_test
 
 // raceOn: see race_on_test.go.
 const raceOn = false

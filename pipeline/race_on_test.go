@@ -1,6 +1,6 @@
 //go:build race
 
-package pipeline
+package pipeline_test
 
 // raceOn says the tests run under the race detector, which slows the
 // simulation's seeds about tenfold: TestSimulation then runs simRaceSeeds

@@ -4,6 +4,7 @@ package pipeline
 // its own, named after the case.
 
 import (
+	"cmp"
 	"context"
 	"math/rand/v2"
 	"slices"
@@ -106,7 +107,7 @@ func TestBackfillMovesAMarkOnlyWhenItReadTheMarksLookback(t *testing.T) {
 	for ts := mark + hour; ts <= now.UnixMilli()-hour; ts += hour / 4 {
 		mem.points["v"] = append(mem.points["v"], pt(ts))
 	}
-	slices.SortFunc(mem.points["v"], func(a, b Point) int { return cmpInt(a.TsMs, b.TsMs) })
+	slices.SortFunc(mem.points["v"], func(a, b Point) int { return cmp.Compare(a.TsMs, b.TsMs) })
 	st := &memStore{marks: map[string]Mark{"v": {VariableID: "v", HwmMs: mark, CheckedMs: mark}}}
 	// The points the mark covers were loaded when it was written.
 	w := &memWriter{rows: map[string]map[int64]Row{}}

@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 // The simulation's metadata: the real Refresh, handed each cycle's walk
 // page by page as the walk lists it (with pages dropped, listed twice and
@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	. "github.com/fleetsync/fleetsync/pipeline"
 )
 
 // simMetaRow is a stored row of the model's devices or variables table.

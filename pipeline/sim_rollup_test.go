@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	. "github.com/fleetsync/fleetsync/pipeline"
 )
 
 // The model of the analyst tables. It runs as load/clickhouse's Recompute

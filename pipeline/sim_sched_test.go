@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 // The simulation's scheduler: why a seed replays exactly. Each seed runs
 // in a testing/synctest bubble, so its clock is virtual: the committer's

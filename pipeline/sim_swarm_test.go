@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 // The simulation's scenarios (sim_test.go runs them): swarm testing
 // (Groce et al., "Swarm Testing", ISSTA 2012), where each seed turns on a
@@ -14,6 +14,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"strings"
+
+	. "github.com/fleetsync/fleetsync/pipeline"
 )
 
 // simFeature is a behaviour of the service or the fleet, a way of running

@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 // The deterministic simulation of the whole sync, in the manner of
 // FoundationDB's and TigerBeetle's: the real Syncer, Engine, planner and
@@ -36,6 +36,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	. "github.com/fleetsync/fleetsync/pipeline"
 	"math/rand/v2"
 	"runtime"
 	"slices"

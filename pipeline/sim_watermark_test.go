@@ -1,9 +1,11 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
 	"fmt"
 	"strings"
+
+	. "github.com/fleetsync/fleetsync/pipeline"
 )
 
 // The settled watermark in the simulation: every published watermark is

@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 // The models the deterministic simulation (sim_test.go) drives the real
 // Syncer with: the service (simSource), the warehouse (simInsert) and the
@@ -18,6 +18,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	. "github.com/fleetsync/fleetsync/pipeline"
 )
 
 // simPoint is one point of the model service.
@@ -261,7 +263,7 @@ func (w *simWorld) syncFloor() int64 {
 // the service's when that is later (the engine moves there, plus its
 // margin and the search's resolution).
 func (w *simWorld) reachable() int64 {
-	return max(w.syncFloor(), w.serviceFloor()+simMargin.Milliseconds()+floorResolution)
+	return max(w.syncFloor(), w.serviceFloor()+simMargin.Milliseconds()+FloorResolution)
 }
 
 // addVar creates a variable of device dev. Caller holds w.mu.
@@ -928,7 +930,7 @@ func (s simStore) MarksOf(ctx context.Context, ids []string, fn func(Mark) error
 	if err != nil {
 		return err
 	}
-	return marksOf(marks, ids, fn)
+	return simMarksOf(marks, ids, fn)
 }
 
 func (s simStore) Commit(_ context.Context, marks []Mark) error {
@@ -995,4 +997,16 @@ func (w *simWorld) checkMark(p *simProc, m Mark) {
 	if len(missing) > 0 {
 		w.violate("%s committed %s's mark at %s ms with %d points at or below it not stored (first %s)", p.name, v.id, fmtRel(m.HwmMs), len(missing), missing[0])
 	}
+}
+
+// simMarksOf is MarksOf over a map of every mark.
+func simMarksOf(marks map[string]Mark, ids []string, fn func(Mark) error) error {
+	for _, id := range ids {
+		if m, ok := marks[id]; ok {
+			if err := fn(m); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
