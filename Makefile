@@ -93,7 +93,7 @@ soak:
 # missing): pipeline's files against its tests and 300 simulation seeds, then
 # load/clickhouse/rollup.go against the rollup tests (a second, slower run).
 # Prints the score per file; fails below MUTATE_MIN (85) %. See .ci/mutate.
-MUTATE ?= pipeline clickhouse
+MUTATE ?= pipeline analyst clickhouse
 mutate:
 	.ci/mutate $(MUTATE)
 

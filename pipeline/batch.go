@@ -32,8 +32,8 @@ type Batch struct {
 type Span struct {
 	VariableID string
 	Rows       int
-	// MinTsMs and MaxTsMs bound the span's timestamps: what the Rollup
-	// hook is handed (rollup.go).
+	// MinTsMs and MaxTsMs bound the span's timestamps: once acknowledged,
+	// the range its target loaded (Done).
 	MinTsMs, MaxTsMs int64
 }
 

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -10,15 +9,14 @@ import (
 )
 
 // The committer is the second half of a pass: it turns acknowledgements
-// into marks, Benthos' AckFunc in our terms. It hears from the reader once
-// no read of a target is left (readEnded), and from the loaders once the
-// spans of rows they were handed are in the warehouse or failed (ack); a
-// target whose reads ended and whose spans are all acknowledged is done.
-// A done target that did not fail gets its mark (the mark rules are
-// marks.go's), and every done target leaves the Rollup hook the range the
-// warehouse may hold for it (touchedOf, rollup.go); run hands the hook its
-// ranges, then commits the marks, paced. It never calls the reader: the
-// data flows one way, reader → loaders → committer.
+// into what the commit chain (commit.go) is handed. It hears from the
+// reader once no read of a target is left (readEnded), and from the
+// loaders once the spans of rows they were handed are in the warehouse or
+// failed (ack); a target whose reads ended and whose spans are all
+// acknowledged is done. Every second, and once more when the pass ends,
+// run hands the chain the targets done since (Done: the target, what its
+// read found, the range it loaded, its failure). It never calls the
+// reader: the data flows one way, reader → loaders → committer → chain.
 
 // readEnd is the reader's last word on a target, given once no read of it
 // is queued or running: the start of its window as read (moved up to the
@@ -31,7 +29,7 @@ type readEnd struct {
 	spans           int
 }
 
-// hold is one target as the committer holds back its mark: until the
+// hold is one target as the committer holds it back: until the
 // reader's last word (told, once ended) and an acknowledgement of each
 // span the reader counted in it.
 type hold struct {
@@ -47,26 +45,28 @@ type hold struct {
 	err          error
 }
 
-// committer holds the targets of one pass until they are done and commits
-// their marks.
+// committer holds the targets of one pass until they are done and hands
+// them to the chain.
 type committer struct {
-	e       *Engine
-	mu      sync.Mutex
-	held    map[string]*hold
-	ready   []Mark
-	touched []Touched
-	failed  []*TargetError
+	e      *Engine
+	mu     sync.Mutex
+	held   map[string]*hold
+	done   []Done
+	failed []*TargetError
 	// complete counts the targets done without failure.
 	complete int
 	err      error
-	// rolled is the time spent in the Rollup hook; only run's goroutine
-	// writes it, and the pass reads it once run has returned.
-	rolled time.Duration
+	// chain is the pass's commit chain, and clocks its links' clocks;
+	// only run's goroutine calls it, and the pass reads the clocks once
+	// run has returned.
+	chain  Committer
+	clocks []*linkClock
 }
 
 // newCommitter holds each of targets (unique ids).
 func newCommitter(e *Engine, targets []Target) *committer {
 	c := &committer{e: e, held: make(map[string]*hold, len(targets))}
+	c.chain, c.clocks = chain(e.opts.Links, Marks(e.markFn, e.st))
 	for _, t := range targets {
 		c.held[t.Variable.ID] = &hold{Target: t}
 	}
@@ -131,101 +131,56 @@ func (c *committer) settleLocked(h *hold) {
 		return
 	}
 	h.done = true
-	// What landed is rolled up even when the target failed: the rows are
-	// in the table whether or not its mark moves.
-	if r, ok := h.touchedOf(); ok {
-		c.touched = append(c.touched, r)
-	}
+	// A failed target is handed on too: the rows it loaded are in the
+	// warehouse whether or not its mark moves.
+	c.done = append(c.done, Done{Target: h.Target, Outcome: Outcome{MaxTs: h.maxTs, FutureMs: h.told.futureMs, StartMs: h.told.start},
+		Points: h.points, MinTs: h.minTs, Err: h.err})
 	if h.err != nil {
 		c.failed = append(c.failed, &TargetError{Variable: h.Variable, Start: h.told.start, End: h.End, Err: h.err})
 		return
 	}
 	c.complete++
-	if m, ok := c.e.markFn(h.Target, Outcome{MaxTs: h.maxTs, FutureMs: h.told.futureMs, StartMs: h.told.start}); ok {
-		c.ready = append(c.ready, m)
-	}
 }
 
-// rollupPace bounds the share of a pass's time the committer spends in
-// rollup recomputes while the loaders run: after a commit whose recompute
-// took d, the next one waits at least rollupPace·d. A recompute reads its
-// points under FINAL; run every second beside the streaming INSERTs of a
-// backfill it read the fresh, still unmerged parts over and over and
-// competed with the inserts for the server's CPU. Fewer, larger
-// statements do the same work once. Crash safety is unchanged: marks are
-// still written only after the recompute of the rows below them, so a
-// crash costs at most the re-read of what the last rollupPace·d seconds
-// loaded, never an inexact row; maxCommitGap bounds that re-read.
-const rollupPace = 9
-
-// maxCommitGap is the longest the pacing holds marks back.
-const maxCommitGap = time.Minute
-
-// run writes ready marks every second, paced by rollupPace, and once more
-// after stop is closed.
+// run hands the chain the targets done every second, and once more, the
+// final call, after stop is closed.
 func (c *committer) run(ctx context.Context, stop <-chan struct{}) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var next time.Time // no commit before next
-	paced := func() {
-		start := time.Now()
-		if rolled := c.commit(ctx); rolled > 0 {
-			next = start.Add(min(rolled*(rollupPace+1), maxCommitGap))
-		}
-	}
 	for {
 		select {
 		case <-tick.C:
 			turn(ctx)
-			if time.Now().Before(next) {
-				continue
-			}
-			paced()
+			c.commit(ctx, false)
 		case <-stop:
 			turn(ctx)
-			c.commit(ctx)
+			c.commit(ctx, true)
 			return
 		}
 	}
 }
 
-// commit recomputes the rollups of the targets done since the last
-// commit, then writes the ready marks. The rollups go first so that a
-// crash between the load and the rollup leaves the marks behind: the next
-// cycle reads those windows again and hands them to the hook again. It
-// returns how long the hook took.
-func (c *committer) commit(ctx context.Context) time.Duration {
+// commit hands the chain the targets done since the last call, and keeps
+// its first failure.
+func (c *committer) commit(ctx context.Context, final bool) {
 	c.mu.Lock()
-	marks, touched := c.ready, c.touched
-	c.ready, c.touched = nil, nil
+	done := c.done
+	c.done = nil
 	c.mu.Unlock()
-	rolled, err := rollUp(ctx, c.e.opts.Rollup, c.e.m, touched)
-	c.rolled += rolled
-	if err != nil {
-		c.e.log.Error("recomputing the rollups failed; the marks of these variables stay where they were, so the next cycle reads their windows again and recomputes them",
-			zap.Int("variables", len(touched)), zap.Int("marks", len(marks)), zap.Error(err))
+	if err := c.chain.Commit(ctx, done, final); err != nil {
+		c.e.log.Error("committing failed; the rows are loaded, and the marks of these variables stay where they were, so the next cycle reads their windows again",
+			zap.Int("variables", len(done)), zap.Error(err))
 		c.mu.Lock()
 		if c.err == nil {
 			c.err = err
 		}
 		c.mu.Unlock()
-		return rolled
 	}
-	if len(marks) == 0 || c.e.st == nil {
-		return rolled
-	}
-	if err := c.e.st.Commit(context.WithoutCancel(ctx), marks); err != nil {
-		c.e.log.Error("committing marks failed; the rows are loaded and the next cycle re-reads them", zap.Int("marks", len(marks)), zap.Error(err))
-		c.mu.Lock()
-		c.err = fmt.Errorf("commit %d marks: %w", len(marks), err)
-		c.mu.Unlock()
-	}
-	return rolled
 }
 
 // result fills in what the committer knows of a pass that has ended (run
 // returned): the targets done and failed, the points loaded, the first
-// commit error and the hook's time. A target not done (the run was
+// commit error and the time of each link of the chain. A target not done (the run was
 // cancelled before the reader or the loaders ended it) is left for the
 // caller, which knows the window it was reading.
 func (c *committer) result(res *RunResult) {
@@ -237,7 +192,7 @@ func (c *committer) result(res *RunResult) {
 		res.Points += h.points
 	}
 	res.CommitErr = c.err
-	res.Rollup = c.rolled
+	res.Links = times(c.clocks)
 }
 
 // loaded is the points acknowledged for the variable id, and whether it is

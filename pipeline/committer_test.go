@@ -5,17 +5,22 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // The committer's rules on their own: holds, acknowledgements and the
-// commit, with a fake StateStore (memStore) and Rollup (memRollup), and
-// no reader, loader or source.
+// commit, with a fake StateStore (memStore) and link (memLink), and no
+// reader, loader or source.
 
 // newTestCommitter holds a target for each id, window [1000, 9000], with
-// the hook ru (nil for none).
-func newTestCommitter(st *memStore, ru Rollup, ids ...string) *committer {
-	e := NewEngine(nil, nil, st, EngineOptions{Rollup: ru}, nil, nil, nil)
+// the link ru in front of the marks (nil for none).
+func newTestCommitter(st *memStore, ru *memLink, ids ...string) *committer {
+	var links []Link
+	if ru != nil {
+		links = []Link{ru.link()}
+	}
+	e := NewEngine(nil, nil, st, EngineOptions{Links: links}, nil, nil, nil)
 	targets := make([]Target, len(ids))
 	for i, id := range ids {
 		targets[i] = Target{Variable: Variable{ID: id}, Start: 1000, End: 9000, From: 1000}
@@ -29,17 +34,17 @@ func TestCommitterMarksATargetOnceItsReadsEndedAndEverySpanIsAcknowledged(t *tes
 	ctx := context.Background()
 
 	c.ack([]Span{{VariableID: "a", Rows: 3, MinTsMs: 1100, MaxTsMs: 1300}}, nil)
-	c.commit(ctx)
+	c.commit(ctx, false)
 	if len(st.marks) != 0 {
 		t.Fatalf("a mark was written before the reader ended the target: %v", st.marks)
 	}
 	c.readEnded(readEnd{id: "a", start: 1000, futureMs: 12_000, spans: 2})
-	c.commit(ctx)
+	c.commit(ctx, false)
 	if len(st.marks) != 0 {
 		t.Fatalf("a mark was written with one of two spans unacknowledged: %v", st.marks)
 	}
 	c.ack([]Span{{VariableID: "a", Rows: 2, MinTsMs: 2000, MaxTsMs: 2500}}, nil)
-	c.commit(ctx)
+	c.commit(ctx, false)
 	m, ok := st.marks["a"]
 	if !ok || m.HwmMs != 2500 || m.CheckedMs != 9000 || m.FutureMs != 12_000 {
 		t.Fatalf("mark %+v (written %v), want hwm 2500 (the greatest acknowledged), checked 9000, future 12000 (the reader's)", m, ok)
@@ -58,22 +63,22 @@ func TestCommitterMarksATargetWithNothingToLoadAsSoonAsItsReadsEnd(t *testing.T)
 	if points, done := c.loaded("empty"); !done || points != 0 {
 		t.Fatalf("points %d, done %v; want 0 and done", points, done)
 	}
-	c.commit(context.Background())
+	c.commit(context.Background(), false)
 	if m, ok := st.marks["empty"]; !ok || m.HwmMs != 0 || m.CheckedMs != 9000 {
 		t.Errorf("mark %+v (written %v), want hwm 0 checked 9000", m, ok)
 	}
 }
 
-func TestCommitterKeepsTheMarkOfATargetWhoseLoadFailedAndRollsUpWhatLanded(t *testing.T) {
+func TestCommitterKeepsTheMarkOfATargetWhoseLoadFailedAndHandsOnWhatLanded(t *testing.T) {
 	st := &memStore{marks: map[string]Mark{}}
-	ru := &memRollup{st: st, touched: map[string]Touched{}}
+	ru := newMemLink(st)
 	c := newTestCommitter(st, ru, "a", "b")
 	c.readEnded(readEnd{id: "a", start: 1000, spans: 2})
 	c.readEnded(readEnd{id: "b", start: 1000, spans: 1})
 	c.ack([]Span{{VariableID: "a", Rows: 4, MinTsMs: 1500, MaxTsMs: 1800}}, nil)
 	werr := errors.New("connection reset by peer")
 	c.ack([]Span{{VariableID: "a", Rows: 4, MinTsMs: 1900, MaxTsMs: 2400}, {VariableID: "b", Rows: 1, MinTsMs: 3000, MaxTsMs: 3000}}, werr)
-	c.commit(context.Background())
+	c.commit(context.Background(), false)
 
 	if len(st.marks) != 0 {
 		t.Errorf("marks %v were written for targets whose rows failed to load", st.marks)
@@ -89,12 +94,12 @@ func TestCommitterKeepsTheMarkOfATargetWhoseLoadFailedAndRollsUpWhatLanded(t *te
 			t.Errorf("%s failed with %v, want a LoadError wrapping the writer's", f.Variable.ID, f.Err)
 		}
 	}
-	// a's first span landed: the hook gets it, widened down to From.
-	if got, want := ru.touched["a"], (Touched{VariableID: "a", FromMs: 1000, ToMs: 1800, Loaded: true}); got != want {
-		t.Errorf("touched %+v, want %+v", got, want)
+	// a's first span landed: the chain is handed its range, and the failure.
+	if d := ru.done["a"]; d.Points != 4 || d.MinTs != 1500 || d.MaxTs != 1800 || !errors.Is(d.Err, werr) {
+		t.Errorf("a handed with %d points over [%d, %d], err %v; want 4 over [1500, 1800] and the writer's error", d.Points, d.MinTs, d.MaxTs, d.Err)
 	}
-	if _, ok := ru.touched["b"]; ok {
-		t.Errorf("b loaded nothing, yet the hook was handed %+v", ru.touched["b"])
+	if d, ok := ru.done["b"]; !ok || d.Points != 0 || d.Err == nil {
+		t.Errorf("b handed %v with %d points, err %v; want handed, none, failed", ok, d.Points, d.Err)
 	}
 }
 
@@ -111,37 +116,36 @@ func TestCommitterKeepsATargetsFirstFailure(t *testing.T) {
 	}
 }
 
-func TestCommitterRecomputesTheRollupsBeforeWritingTheMarks(t *testing.T) {
+func TestCommitterHandsTheLinksTheTargetsBeforeWritingTheirMarks(t *testing.T) {
 	st := &memStore{marks: map[string]Mark{}}
-	ru := &memRollup{st: st, touched: map[string]Touched{}}
+	ru := newMemLink(st)
 	c := newTestCommitter(st, ru, "a", "b")
 	for _, id := range []string{"a", "b"} {
 		c.readEnded(readEnd{id: id, start: 1000, spans: 1})
 		c.ack([]Span{{VariableID: id, Rows: 1, MinTsMs: 5000, MaxTsMs: 5000}}, nil)
 	}
-	if rolled := c.commit(context.Background()); rolled <= 0 {
-		t.Errorf("commit returned %v for the hook's time, want it measured", rolled)
-	}
+	c.commit(context.Background(), false)
 	if len(ru.markedTooEarly) > 0 {
-		t.Errorf("marks of %v were written before their rollups were recomputed", ru.markedTooEarly)
+		t.Errorf("marks of %v were written before the link was handed their targets", ru.markedTooEarly)
 	}
-	if len(ru.touched) != 2 || len(st.marks) != 2 {
-		t.Errorf("recomputed %d, marked %d; want 2 and 2", len(ru.touched), len(st.marks))
+	if len(ru.done) != 2 || len(st.marks) != 2 {
+		t.Errorf("handed %d, marked %d; want 2 and 2", len(ru.done), len(st.marks))
 	}
 }
 
-func TestCommitterWritesNoMarkWhoseRollupFailed(t *testing.T) {
+func TestCommitterWritesNoMarkWhoseLinkFailed(t *testing.T) {
 	st := &memStore{marks: map[string]Mark{}}
 	herr := errors.New("code 241: memory limit exceeded")
-	ru := &memRollup{st: st, touched: map[string]Touched{}, fail: herr}
+	ru := newMemLink(st)
+	ru.fail = herr
 	c := newTestCommitter(st, ru, "a")
 	c.readEnded(readEnd{id: "a", start: 1000, spans: 1})
 	c.ack([]Span{{VariableID: "a", Rows: 1, MinTsMs: 5000, MaxTsMs: 5000}}, nil)
-	c.commit(context.Background())
+	c.commit(context.Background(), false)
 	var res RunResult
 	c.result(&res)
 	if len(st.marks) != 0 || !errors.Is(res.CommitErr, herr) {
-		t.Errorf("marks %v, commit error %v; want none and the hook's error", st.marks, res.CommitErr)
+		t.Errorf("marks %v, commit error %v; want none and the link's error", st.marks, res.CommitErr)
 	}
 }
 
@@ -157,7 +161,7 @@ func TestCommitterReportsAFailedCommitOfMarks(t *testing.T) {
 	e := NewEngine(nil, nil, st, EngineOptions{}, nil, nil, nil)
 	c := newCommitter(e, []Target{{Variable: Variable{ID: "a"}, End: 9000}})
 	c.readEnded(readEnd{id: "a"})
-	c.commit(context.Background())
+	c.commit(context.Background(), false)
 	var res RunResult
 	c.result(&res)
 	if res.CommitErr == nil || res.Completed != 1 {
@@ -165,61 +169,64 @@ func TestCommitterReportsAFailedCommitOfMarks(t *testing.T) {
 	}
 }
 
-// slowRollup takes its time on each call and counts the calls.
-type slowRollup struct {
+// callLink records each call of the chain: when, whether final, and the
+// targets handed.
+type callLink struct {
 	mu    sync.Mutex
-	calls int
-	took  time.Duration
+	calls []linkCall
 }
 
-func (r *slowRollup) Recompute(context.Context, []Touched) error {
-	time.Sleep(r.took)
-	r.mu.Lock()
-	r.calls++
-	r.mu.Unlock()
-	return nil
+type linkCall struct {
+	at    time.Time
+	final bool
+	ids   []string
 }
 
-func TestCommitterRunCommitsEverySecondPacedAndOnceMoreWhenStopped(t *testing.T) {
-	st := &memStore{marks: map[string]Mark{}}
-	ru := &slowRollup{took: 300 * time.Millisecond}
-	c := newTestCommitter(st, ru, "a", "b")
-	stop := make(chan struct{})
-	ran := make(chan struct{})
-	go func() { defer close(ran); c.run(context.Background(), stop) }()
+func (l *callLink) link() Link {
+	return Link{Stage: "test", Wrap: func(next Committer) Committer {
+		return CommitFunc(func(ctx context.Context, done []Done, final bool) error {
+			call := linkCall{at: time.Now(), final: final}
+			for _, d := range done {
+				call.ids = append(call.ids, d.Variable.ID)
+			}
+			l.mu.Lock()
+			l.calls = append(l.calls, call)
+			l.mu.Unlock()
+			return next.Commit(ctx, done, final)
+		})
+	}}
+}
 
-	c.readEnded(readEnd{id: "a", start: 1000, spans: 1})
-	c.ack([]Span{{VariableID: "a", Rows: 1, MinTsMs: 5000, MaxTsMs: 5000}}, nil)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st.mu.Lock()
-		_, ok := st.marks["a"]
-		st.mu.Unlock()
-		if ok {
-			break
+func TestCommitterRunHandsOnEverySecondAndOnceMoreWhenStopped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &memStore{marks: map[string]Mark{}}
+		l := &callLink{}
+		e := NewEngine(nil, nil, st, EngineOptions{Links: []Link{l.link()}}, nil, nil, nil)
+		c := newCommitter(e, []Target{{Variable: Variable{ID: "a"}, End: 9000}, {Variable: Variable{ID: "b"}, End: 9000}})
+		stop := make(chan struct{})
+		ran := make(chan struct{})
+		t0 := time.Now()
+		go func() { defer close(ran); c.run(context.Background(), stop) }()
+		c.readEnded(readEnd{id: "a"})
+		time.Sleep(1500 * time.Millisecond)
+		c.readEnded(readEnd{id: "b"})
+		time.Sleep(200 * time.Millisecond)
+		close(stop)
+		<-ran
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if len(l.calls) != 2 {
+			t.Fatalf("%d calls of the chain, want 2 (the tick at 1 s, the final one): %+v", len(l.calls), l.calls)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the committer did not commit a's mark within 5 s")
+		first, last := l.calls[0], l.calls[1]
+		if first.at.Sub(t0) != time.Second || first.final || len(first.ids) != 1 || first.ids[0] != "a" {
+			t.Errorf("first call %+v at %v, want a, not final, at 1s", first, first.at.Sub(t0))
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	// The recompute took 300 ms: the next commit waits rollupPace+1 times
-	// that, 3 s, so b, done now, is committed only when run is stopped.
-	c.readEnded(readEnd{id: "b", start: 1000, spans: 1})
-	c.ack([]Span{{VariableID: "b", Rows: 1, MinTsMs: 5000, MaxTsMs: 5000}}, nil)
-	time.Sleep(1500 * time.Millisecond)
-	st.mu.Lock()
-	_, early := st.marks["b"]
-	st.mu.Unlock()
-	if early {
-		t.Errorf("b's mark was committed within the pacing after a's recompute")
-	}
-	close(stop)
-	<-ran
-	if _, ok := st.marks["b"]; !ok {
-		t.Errorf("b's mark was not committed when run was stopped")
-	}
-	if ru.calls != 2 {
-		t.Errorf("the hook was called %d times, want 2", ru.calls)
-	}
+		if !last.final || len(last.ids) != 1 || last.ids[0] != "b" {
+			t.Errorf("last call %+v, want b, final", last)
+		}
+		if len(st.marks) != 2 {
+			t.Errorf("marks %v, want a's and b's", st.marks)
+		}
+	})
 }

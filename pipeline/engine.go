@@ -4,8 +4,8 @@ package pipeline
 // and commits their marks. A pass over the targets is a reader (reader.go:
 // the request queue, frames, cut frames and their proofs, the retention
 // floor), loaders (load.go: the streaming INSERTs) and a committer
-// (committer.go: holds, acknowledgements, marks, the Rollup hook, the
-// commit loop), joined by acknowledgements: the reader hands chunks of
+// (committer.go: holds, acknowledgements, the commit loop handing the
+// commit chain of commit.go what each target did), joined by acknowledgements: the reader hands chunks of
 // rows to the loaders and tells the committer when it is done with a
 // target; the loaders acknowledge the rows' spans to the committer. This
 // file holds the Engine, its runs and the composition of a pass.
@@ -42,8 +42,9 @@ type Moved struct {
 	// (Points counts them twice).
 	Reloaded int64
 	Failed   []*TargetError
-	// Rollup is the time spent recomputing the rollups (StageRollup).
-	Rollup time.Duration
+	// Links are the time each link of the commit chain took (its own
+	// part), in the order of EngineOptions.Links.
+	Links []LinkTime
 }
 
 // RunResult sums up one engine run.

@@ -32,7 +32,7 @@ func ForEach(ctx context.Context, n, limit int, fn func(i int) error) []error {
 
 // SideBySide runs a and b concurrently and returns both failures as one
 // error on one line (a's first), as every error the CLI prints: for two
-// independent writes whose failures both matter, such as the two rollup
+// independent writes whose failures both matter, such as two derived
 // tables, or two halves of a commit's variables.
 func SideBySide(a, b func() error) error {
 	var aErr error

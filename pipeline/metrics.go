@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		lagMax: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_sync_lag_max_seconds",
 			Help: "Greatest per-variable sync lag at the end of the last cycle."}),
 		settledBefore: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_settled_before_timestamp_seconds",
-			Help: "The settled watermark after the last complete cycle: no cycle loads a point of a variable that holds points stamped before it, so hourly rows ending at or before it no longer change (a variable's first points excepted)."}),
+			Help: "The settled watermark after the last complete cycle: no cycle loads a point of a variable that holds points stamped before it, so what is derived from points stamped before it no longer changes (a variable's first points excepted)."}),
 		lagging: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_variables_lagging",
 			Help: "Variables whose lag exceeds metrics.lag_threshold at the end of the last cycle."}),
 		lagThreshold: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fleetsync_lag_threshold_seconds",

@@ -41,9 +41,11 @@ type EngineOptions struct {
 	// so that requests are not rejected again as the service's floor
 	// advances with time (default 1m).
 	FloorMargin time.Duration
-	// Rollup, when set, recomputes the analyst tables for what each
-	// commit's targets loaded, before their marks are written.
-	Rollup Rollup
+	// Links are the commit chain's links in front of the marks (see
+	// commit.go): what keeps the warehouse's derived tables, say. A link
+	// hands a target on only once what it derives from the target's rows
+	// is durable, so that a mark is never written before it.
+	Links []Link
 	// Turns, when set, hands each goroutine of a run, by its name, the
 	// function it calls as it starts and each time it goes on after
 	// waiting for another goroutine or for time (turns.go). The

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"cmp"
 	"hash/fnv"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -16,12 +17,14 @@ type Target struct {
 	// Mark is the variable's stored mark (zero when it has none).
 	Mark    Mark
 	HasMark bool
-	// From is where the window would start without the retention floor:
-	// in a cycle the mark minus the lookback, or the mark's RereadMs when
-	// that is earlier, noMark without a mark; the requested start in a
-	// backfill. An earlier pass with an older floor may have loaded points
-	// down to it and stopped before its commit; the Rollup hook is handed
-	// the range from it (see Touched).
+	// From is the earliest timestamp the target answers for: where the
+	// window would start without the retention floor (in a cycle the mark
+	// minus the lookback, or the mark's RereadMs when that is earlier,
+	// noMark without a mark; in a backfill the requested start, or the
+	// window of the cycle whose mark it moves). An earlier pass with an
+	// older floor may have loaded points down to it and stopped before its
+	// commit, so what derives from the warehouse's rows is owed from here
+	// (see Done).
 	From int64
 	// Reread is the Mark.RereadMs a complete read of this target commits:
 	// the lookback of the mark in force when the target was planned, or,
@@ -35,6 +38,10 @@ type Target struct {
 	// mark (FutureMs) so that the variable is read again once it is due.
 	ReadFuture bool
 }
+
+// noMark is Target.From of a variable without a mark: any point of it
+// the warehouse holds may be one a stopped pass loaded.
+const noMark = math.MinInt64
 
 // PlanOptions shape the windows of a cycle.
 type PlanOptions struct {
@@ -190,10 +197,11 @@ func RecheckPeriod(variableID string, recheck time.Duration) time.Duration {
 //
 // Targets with the same start (all of a backfill's) go in the order of
 // their ids, which is datapoints' sorting key: a request's INSERTs then
-// make parts of adjacent keys, and the variables a commit rolls up are
-// adjacent too, so the rollup's check of them reads a few granules of
-// every other part instead of one per variable (3.6 times the rows it
-// counts, measured on a 5 M backfill's parts, against 1.1).
+// make parts of adjacent keys, and the variables a commit hands down the
+// chain are adjacent too, so a link that reads their points back (the
+// analyst tables' recompute) reads a few granules of every other part
+// instead of one per variable (3.6 times the rows it counts, measured on
+// a 5 M backfill's parts, against 1.1).
 func Group(targets []*targetState, perRequest int) []*request {
 	if perRequest < 1 {
 		perRequest = 1

@@ -9,7 +9,7 @@ import (
 // by who implements it, so that a new source, warehouse or state store
 // starts from this file. docs/architecture.md says which are needed for
 // which command. Optional capabilities are fields of the options that
-// take them (EngineOptions.Counts and Rollup, Stages.Metadata and Events),
+// take them (EngineOptions.Counts and Links, Stages.Metadata and Events),
 // wired by cmd, never found by a type assertion.
 
 // What a source implements. Series and Walk are the whole of what the
@@ -101,7 +101,8 @@ type EventSource interface {
 }
 
 // What a warehouse implements: the streamed INSERTs of points (Writer,
-// Insert), the analyst tables' hook (Rollup), the metadata tables
+// Insert), the links of the commit chain that keep tables derived from the
+// points (Link, commit.go), the metadata tables
 // (MetadataWriter, RefreshStore) and the event logs (EventLogWriter); for
 // `fleetsync verify`, pipeline/verify's Warehouse.
 
@@ -130,16 +131,6 @@ type Insert interface {
 	Commit() error
 	// Abort abandons the INSERT and releases its connection.
 	Abort()
-}
-
-// Rollup is the hook that keeps the analyst tables exact. Recompute is
-// called with what a commit made durable, after the warehouse acknowledged
-// it and before its marks are written, so that a crash in between leaves
-// the marks behind and the next pass hands the same ranges again. It may
-// be called concurrently by other passes and processes, with overlapping
-// ranges.
-type Rollup interface {
-	Recompute(ctx context.Context, touched []Touched) error
 }
 
 // MetadataWriter stores the metadata snapshot of each cycle.

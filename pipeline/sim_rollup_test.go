@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	. "github.com/fleetsync/fleetsync/pipeline"
 )
 
@@ -77,9 +78,9 @@ type simRecompute struct {
 // simRollup is the Rollup hook as one process calls it.
 type simRollup struct{ p *simProc }
 
-func (r simRollup) Recompute(_ context.Context, touched []Touched) error {
+func (r simRollup) Recompute(_ context.Context, touched []analyst.Range) error {
 	w := r.p.w
-	content := sortedIDs(touched, func(t Touched) string { return t.VariableID })
+	content := sortedIDs(touched, func(t analyst.Range) string { return t.VariableID })
 	w.sched.call("rollup " + content)
 	w.mu.Lock()
 	if err := r.p.write("rollup", content, "rollup"); err != nil {
@@ -233,7 +234,7 @@ func (w *simWorld) land(rc simRecompute) {
 // rolled notes that p's hourly rows of touched landed from a snapshot
 // taken when the world's store counter was snapped: the rows p stored in
 // their hours before then are covered. Caller holds w.mu.
-func (p *simProc) rolled(touched []Touched, snapped int64) {
+func (p *simProc) rolled(touched []analyst.Range, snapped int64) {
 	for _, t := range touched {
 		lo, hi := simHour(t.FromMs), simHour(t.ToMs)+simHourMs
 		for ts, at := range p.unrolled[t.VariableID] {

@@ -15,6 +15,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	. "github.com/fleetsync/fleetsync/pipeline"
 )
 
@@ -582,7 +583,7 @@ func liveIDs(vars []*simVar) []string {
 }
 
 // touchedIDs are the variables of a call of the Rollup hook.
-func touchedIDs(touched []Touched) []string {
+func touchedIDs(touched []analyst.Range) []string {
 	ids := make([]string, len(touched))
 	for i, t := range touched {
 		ids[i] = t.VariableID

@@ -36,6 +36,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/fleetsync/fleetsync/load/analyst"
 	. "github.com/fleetsync/fleetsync/pipeline"
 	"math/rand/v2"
 	"runtime"
@@ -263,7 +264,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	opts := SyncOptions{
 		Engine: EngineOptions{RowsPerRequest: w.cfg.rows, VariablesPerRequest: w.cfg.perReq, MaxInFlight: w.cfg.inFlight,
 			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond,
-			Rollup: simRollup{p}, Counts: counts, Turns: w.sched.turns(p.name)},
+			Links: []Link{analyst.Link(simRollup{p})}, Counts: counts, Turns: w.sched.turns(p.name)},
 		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
 		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },

@@ -348,6 +348,9 @@ func (w *cycleWalk) flush(ctx context.Context) error {
 			return res.err()
 		})
 		w.res.add(res)
+		for _, l := range res.Links {
+			w.clk.add(l.Stage, l.Took, l.Err)
+		}
 		if res.FloorMovedTo != 0 {
 			w.po.Floor = max(w.po.Floor, res.FloorMovedTo)
 		}
@@ -411,10 +414,10 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 				continue
 			}
 			m, ok := marks.get(v.ID)
-			// A backfill that moves the mark takes over what the next
-			// cycle would have handed the hook from the window it
-			// replaces: points a stopped pass loaded there, the floor
-			// having passed them since (Touched), whatever the range.
+			// A backfill that moves the mark answers for what the next
+			// cycle would have from the window it replaces: points a
+			// stopped pass loaded there, the floor having passed them
+			// since (Target.From), whatever the range.
 			hand := min(from, windowFrom(m, ok, s.opts.Lookback.Milliseconds()))
 			targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok, From: hand})
 		}
@@ -456,13 +459,28 @@ func (r *RunResult) add(o RunResult) {
 	r.MinRequests += o.MinRequests
 	r.Reloaded += o.Reloaded
 	r.Failed = append(r.Failed, o.Failed...)
-	r.Rollup += o.Rollup
+	r.Links = addLinks(r.Links, o.Links)
 	if o.FloorMovedTo != 0 {
 		r.FloorMovedTo = max(r.FloorMovedTo, o.FloorMovedTo)
 	}
 	if r.CommitErr == nil {
 		r.CommitErr = o.CommitErr
 	}
+}
+
+// addLinks sums the link times of another run into sum (the same links,
+// in the same order, or none yet).
+func addLinks(sum, o []LinkTime) []LinkTime {
+	if len(sum) == 0 {
+		return append(sum, o...)
+	}
+	for i, l := range o {
+		sum[i].Took += l.Took
+		if sum[i].Err == nil {
+			sum[i].Err = l.Err
+		}
+	}
+	return sum
 }
 
 // chunkMarks are the marks of a chunk of a cycle's variables, read when

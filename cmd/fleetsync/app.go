@@ -20,6 +20,7 @@ import (
 	"github.com/fleetsync/fleetsync/config"
 	"github.com/fleetsync/fleetsync/extract/fleet"
 	"github.com/fleetsync/fleetsync/extract/fleetapi"
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/pipeline"
 	"github.com/fleetsync/fleetsync/state"
@@ -286,9 +287,11 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 	if a.src != nil {
 		o.Engine.Counts = a.src
 	}
-	// Every shard keeps the rollups of its own variables.
+	// The commit chain: every shard keeps the analyst tables of its own
+	// variables, recomputed before their marks are written (the engine
+	// puts the mark rule and the state store last).
 	if c.Sync.Rollups && a.ch != nil {
-		o.Engine.Rollup = a.ch
+		o.Engine.Links = append(o.Engine.Links, analyst.Link(a.ch))
 	}
 	return o
 }

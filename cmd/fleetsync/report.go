@@ -52,10 +52,15 @@ func (a *app) logSummary(what string, sum pipeline.Summary, err error) {
 		zap.Int("devices", sum.Devices), zap.Int("variables", sum.Variables), zap.Int("read", sum.Targets),
 		zap.Int("idle", sum.Skipped), zap.Int64("points", sum.Points), zap.Int64("requests", sum.Requests),
 		zap.Int64("splits", sum.Splits), zap.Int("failed", len(sum.Failed)), zap.Duration("duration", sum.Duration),
-		zap.Duration("lag_max", sum.LagMax), zap.Int("lagging", sum.Lagging), zap.Duration("rollup", sum.Rollup),
+		zap.Duration("lag_max", sum.LagMax), zap.Int("lagging", sum.Lagging),
 		zap.Int64("rows_served", sum.RowsServed), zap.Float64("rows_served_per_loaded", round2(sum.RowsServedPerLoaded)),
 		zap.Int64("requests_minimum", sum.MinRequests), zap.Float64("requests_per_minimum", round2(sum.RequestsPerMinimum)),
 		zap.Int64("count_requests", sum.CountRequests), zap.Int64("reloaded", sum.Reloaded),
+	}
+	// Each link of the commit chain by its stage: `rollup` for the
+	// analyst tables.
+	for _, l := range sum.Links {
+		fields = append(fields, zap.Duration(l.Stage, l.Took))
 	}
 	if !sum.FloorMovedTo.IsZero() {
 		fields = append(fields, zap.Time("retention_floor_moved_to", sum.FloorMovedTo))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
 )
@@ -43,14 +44,14 @@ func BenchmarkClusterReplicaBarrier(b *testing.B) {
 	const vars, perVar = 100, 2000
 	base := int64(1_700_000_000_000)
 	var seed pipeline.Batch
-	touched := make([]pipeline.Touched, vars)
+	touched := make([]analyst.Range, vars)
 	for v := range vars {
 		id := fmt.Sprintf("variable-%03d", v)
 		for i := range perVar {
 			seed.Append(pipeline.Row{VariableID: id, DeviceID: "dev", TsMs: base + int64(i)*30_000, Value: float64(i), Context: "{}"})
 		}
 		// An incremental cycle's range: the last hour (the lookback).
-		touched[v] = pipeline.Touched{VariableID: id, FromMs: base + int64(perVar)*30_000 - 3_600_000, ToMs: base + int64(perVar-1)*30_000, Loaded: true}
+		touched[v] = analyst.Range{VariableID: id, FromMs: base + int64(perVar)*30_000 - 3_600_000, ToMs: base + int64(perVar-1)*30_000, Loaded: true}
 	}
 	if err := c.Write(ctx, []*pipeline.Batch{&seed}); err != nil {
 		b.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -177,9 +178,9 @@ func TestClusterLayoutOfSchemaVersion4IsMigratedAndStaysExact(t *testing.T) {
 	if err := c.Write(ctx, []*pipeline.Batch{all}); err != nil {
 		t.Fatal(err)
 	}
-	var touched []pipeline.Touched
+	var touched []analyst.Range
 	for v := range 30 {
-		touched = append(touched, pipeline.Touched{VariableID: fmt.Sprintf("var-%02d", v), FromMs: 1_700_000_000_000, ToMs: 1_700_000_049_000, Loaded: true})
+		touched = append(touched, analyst.Range{VariableID: fmt.Sprintf("var-%02d", v), FromMs: 1_700_000_000_000, ToMs: 1_700_000_049_000, Loaded: true})
 	}
 	if err := c.Recompute(ctx, touched); err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
 )
@@ -27,7 +28,7 @@ func TestClusterTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T)
 	from, to := rollupHour, rollupHour+hourMs-1
 	const n = 40_002
 	var b pipeline.Batch
-	var touched []pipeline.Touched
+	var touched []analyst.Range
 	var ids []string
 	for shard := range cl.Nodes {
 		id := variableOfShard(t, c, len(cl.Nodes), shard)
@@ -42,7 +43,7 @@ func TestClusterTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T)
 			}
 			b.Append(pipeline.Row{VariableID: id, DeviceID: "dev", TsMs: rollupHour + int64(i)*50, Value: v, Context: "{}"})
 		}
-		touched = append(touched, pipeline.Touched{VariableID: id, FromMs: rollupHour, ToMs: rollupHour + (n-1)*50, Loaded: true})
+		touched = append(touched, analyst.Range{VariableID: id, FromMs: rollupHour, ToMs: rollupHour + (n-1)*50, Loaded: true})
 	}
 	if err := c.Write(ctx, []*pipeline.Batch{&b}); err != nil {
 		t.Fatal(err)

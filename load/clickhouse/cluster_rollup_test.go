@@ -15,6 +15,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -158,7 +159,7 @@ func newRollupFixture(t *testing.T, cl *chserver.Cluster, shard int) *rollupFixt
 	if err := f.c.Write(ctx, []*pipeline.Batch{first}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.c.Recompute(ctx, []pipeline.Touched{firstRange}); err != nil {
+	if err := f.c.Recompute(ctx, []analyst.Range{firstRange}); err != nil {
 		t.Fatal(err)
 	}
 	if got := localCounts(t, cl, f.db)[shard][f.id]; got != 40 {
@@ -181,12 +182,12 @@ func newRollupFixture(t *testing.T, cl *chserver.Cluster, shard int) *rollupFixt
 
 // points are n points of the variable from the first-th on, 30s apart,
 // values first², ..., and their range.
-func (f *rollupFixture) points(first, n int) (*pipeline.Batch, pipeline.Touched) {
+func (f *rollupFixture) points(first, n int) (*pipeline.Batch, analyst.Range) {
 	var b pipeline.Batch
 	for i := first; i < first+n; i++ {
 		b.Append(pipeline.Row{VariableID: f.id, DeviceID: "dev", TsMs: rollupHour + int64(i)*30_000, Value: float64(i * i), Context: "{}"})
 	}
-	return &b, pipeline.Touched{VariableID: f.id, FromMs: rollupHour + int64(first)*30_000, ToMs: rollupHour + int64(first+n-1)*30_000}
+	return &b, analyst.Range{VariableID: f.id, FromMs: rollupHour + int64(first)*30_000, ToMs: rollupHour + int64(first+n-1)*30_000}
 }
 
 // name is the cluster's {replica} macro of replica r of the shard.
@@ -257,11 +258,11 @@ func (f *rollupFixture) kill(r int) {
 // it, must make the analyst tables equal to datapoints FINAL. A recompute
 // that succeeds instead is a cycle that commits its marks: nothing
 // recomputes its hour again, and its rows must be exact as they are.
-func (f *rollupFixture) recomputeOrFail(c *Client, rng pipeline.Touched, named int, heal func()) {
+func (f *rollupFixture) recomputeOrFail(c *Client, rng analyst.Range, named int, heal func()) {
 	t := f.t
 	t.Helper()
 	ctx := context.Background()
-	err := c.Recompute(ctx, []pipeline.Touched{rng})
+	err := c.Recompute(ctx, []analyst.Range{rng})
 	heal()
 	if err != nil {
 		t.Logf("Recompute: %v", err)
@@ -270,7 +271,7 @@ func (f *rollupFixture) recomputeOrFail(c *Client, rng pipeline.Touched, named i
 		}
 		// A fetch that failed meanwhile is retried with a backoff.
 		localCounts(t, f.cl, f.db)
-		if err := c.Recompute(ctx, []pipeline.Touched{rng}); err != nil {
+		if err := c.Recompute(ctx, []analyst.Range{rng}); err != nil {
 			t.Fatalf("Recompute once both replicas hold every point: %v", err)
 		}
 	}
@@ -444,7 +445,7 @@ func TestClusterAPartLostWithItsReplicasDiskIsGivenUpAfterTheReplicaIsRestoredUn
 	// part is held by no replica that is up.
 	var lag *LaggingReplicaError
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
-		err := f.c.Recompute(ctx, []pipeline.Touched{secondRange})
+		err := f.c.Recompute(ctx, []analyst.Range{secondRange})
 		if !errors.As(err, &lag) {
 			t.Fatalf("Recompute with %s down: %v; want a *LaggingReplicaError", f.name(writer), err)
 		}
@@ -476,7 +477,7 @@ func TestClusterAPartLostWithItsReplicasDiskIsGivenUpAfterTheReplicaIsRestoredUn
 	}
 	start := time.Now()
 	for deadline := start.Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
-		err := f.c.Recompute(ctx, []pipeline.Touched{secondRange})
+		err := f.c.Recompute(ctx, []analyst.Range{secondRange})
 		if err == nil {
 			break
 		}

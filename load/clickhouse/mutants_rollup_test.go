@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
-	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // Tests that kill mutants make mutate found alive in rollup.go: the hour
@@ -65,15 +65,15 @@ func TestBatchesGroupByTheGrowthOfEveryMembersWindowAtItsBounds(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			var touched []pipeline.Touched
+			var touched []analyst.Range
 			byID := map[string]window{}
 			for i, w := range c.ws {
 				id := string(rune('a' + i))
-				touched = append(touched, pipeline.Touched{VariableID: id})
+				touched = append(touched, analyst.Range{VariableID: id})
 				byID[id] = w
 			}
 			var got []group
-			for _, b := range batches(touched, rollupBatch, func(t pipeline.Touched) window { return byID[t.VariableID] }) {
+			for _, b := range batches(touched, rollupBatch, func(t analyst.Range) window { return byID[t.VariableID] }) {
 				ids := slices.Clone(b.ids)
 				slices.Sort(ids)
 				got = append(got, group{b.window, ids})
@@ -120,9 +120,9 @@ func TestRecomputeCutsTheHourlyRowsIntoHourlyStreamsStatements(t *testing.T) {
 	h := withHourlyExecs(c)
 	const now = int64(1_800_000_000_000)
 	for _, n := range []int{1, 2, 3, 4, 6} {
-		var touched []pipeline.Touched
+		var touched []analyst.Range
 		for i := range n {
-			touched = append(touched, pipeline.Touched{VariableID: fmt.Sprint("v", i), FromMs: now - hourMs, ToMs: now})
+			touched = append(touched, analyst.Range{VariableID: fmt.Sprint("v", i), FromMs: now - hourMs, ToMs: now})
 		}
 		h.n = 0
 		if err := c.Recompute(context.Background(), touched); err != nil {
@@ -143,9 +143,9 @@ func TestRecomputeReportsAFailedHourlyStatement(t *testing.T) {
 	h.fail = permanentExecErr
 	const now = int64(1_800_000_000_000)
 	for _, n := range []int{1, 2} {
-		var touched []pipeline.Touched
+		var touched []analyst.Range
 		for i := range n {
-			touched = append(touched, pipeline.Touched{VariableID: fmt.Sprint("v", i), FromMs: now - hourMs, ToMs: now})
+			touched = append(touched, analyst.Range{VariableID: fmt.Sprint("v", i), FromMs: now - hourMs, ToMs: now})
 		}
 		if err := c.Recompute(context.Background(), touched); !errors.Is(err, permanentExecErr) {
 			t.Errorf("%d variables, every hourly statement failing: Recompute returned %v, want the failure", n, err)

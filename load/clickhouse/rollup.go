@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
@@ -17,7 +18,7 @@ import (
 // rows; for the latest ones, the version FINAL keeps, see latestAggregate),
 // every time the pipeline hands its variable and hour to Recompute, which
 // it does for every range that may hold a point the tables do not reflect,
-// before the marks that would stop it being read again (pipeline.Touched).
+// before the marks that would stop it being read again (analyst.Range).
 // A materialized view cannot do this: it sees every re-read row as a new
 // one and would count it twice. Only what the table holds is read, so the
 // rows hold the values FINAL keeps, whoever wrote them. This is the one
@@ -80,10 +81,11 @@ func hourStart(ms int64) int64 {
 	return h
 }
 
-// Compile-time check that the Client is the engine's Rollup hook.
-var _ pipeline.Rollup = (*Client)(nil)
+// Compile-time check that the Client keeps the analyst tables of the
+// commit chain's analyst link.
+var _ analyst.Tables = (*Client)(nil)
 
-// Recompute implements pipeline.Rollup: the hourly rows of every hour the
+// Recompute implements analyst.Tables: the hourly rows of every hour the
 // ranges cover, and the latest row of each variable, replaced by aggregates
 // over the deduplicated points.
 //
@@ -98,7 +100,7 @@ var _ pipeline.Rollup = (*Client)(nil)
 // On a cluster the statements run once every replica that is up holds
 // every point loaded before the call (readReplicated), so that a
 // recompute never writes a newer row from a replica lacking them.
-func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) error {
+func (c *Client) Recompute(ctx context.Context, touched []analyst.Range) error {
 	if len(touched) == 0 {
 		return nil
 	}
@@ -107,7 +109,7 @@ func (c *Client) Recompute(ctx context.Context, touched []pipeline.Touched) erro
 }
 
 // recompute is Recompute's statements.
-func (c *Client) recompute(ctx context.Context, touched []pipeline.Touched) error {
+func (c *Client) recompute(ctx context.Context, touched []analyst.Range) error {
 	// The two tables are independent: their statements run side by side,
 	// on two of the pool's connections, since each is one thread's work
 	// on the server.
@@ -118,7 +120,7 @@ func (c *Client) recompute(ctx context.Context, touched []pipeline.Touched) erro
 	// recompute at the end of a backfill, when the loads no longer use the
 	// server's cores, takes half the time on two.
 	hourly := func() error {
-		bs := batches(touched, (len(touched)+hourlyStreams-1)/hourlyStreams, func(t pipeline.Touched) window {
+		bs := batches(touched, (len(touched)+hourlyStreams-1)/hourlyStreams, func(t analyst.Range) window {
 			return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs}
 		})
 		errs := pipeline.ForEach(ctx, len(bs), hourlyStreams, func(i int) error {
@@ -138,7 +140,7 @@ func (c *Client) recompute(ctx context.Context, touched []pipeline.Touched) erro
 		return nil
 	}
 	latest := func() error {
-		for _, b := range batches(touched, rollupBatch, func(t pipeline.Touched) window {
+		for _, b := range batches(touched, rollupBatch, func(t analyst.Range) window {
 			if t.Loaded {
 				return window{from: hourStart(t.ToMs)}
 			}
@@ -176,7 +178,7 @@ const batchSlack = 6 * hourMs
 // window of returns, a variable joins the current batch while the batch's
 // window stays within batchSlack of its own and of every member's, up to
 // min(limit, rollupBatch) variables. A window with to = 0 is open-ended.
-func batches(touched []pipeline.Touched, limit int, of func(pipeline.Touched) window) []batch {
+func batches(touched []analyst.Range, limit int, of func(analyst.Range) window) []batch {
 	limit = min(max(limit, 1), rollupBatch)
 	type item struct {
 		w  window

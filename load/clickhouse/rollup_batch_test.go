@@ -4,25 +4,25 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/load/analyst"
 )
 
-func hourly(t pipeline.Touched) window {
+func hourly(t analyst.Range) window {
 	return window{hourStart(t.FromMs), hourStart(t.ToMs) + hourMs}
 }
 
-func latest(t pipeline.Touched) window { return window{from: hourStart(t.ToMs)} }
+func latest(t analyst.Range) window { return window{from: hourStart(t.ToMs)} }
 
 func TestBatchesShareStatementsOnlyWithinSlack(t *testing.T) {
 	const now = int64(1_800_000_000_000)
 	const month = 30 * 24 * hourMs
-	var backfill []pipeline.Touched
+	var backfill []analyst.Range
 	for i := range 1000 {
 		// Ranges that start and end up to three hours apart.
 		off := int64(i%180) * 60 * 1000
-		backfill = append(backfill, pipeline.Touched{VariableID: fmt.Sprint("v", i), FromMs: now - month + off, ToMs: now - off})
+		backfill = append(backfill, analyst.Range{VariableID: fmt.Sprint("v", i), FromMs: now - month + off, ToMs: now - off})
 	}
-	incremental := []pipeline.Touched{
+	incremental := []analyst.Range{
 		{VariableID: "a", FromMs: now - hourMs, ToMs: now},
 		{VariableID: "b", FromMs: now - hourMs + 5, ToMs: now - 3},
 		{VariableID: "late", FromMs: now - 7*24*hourMs, ToMs: now},
@@ -30,9 +30,9 @@ func TestBatchesShareStatementsOnlyWithinSlack(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		touched []pipeline.Touched
+		touched []analyst.Range
 		limit   int
-		of      func(pipeline.Touched) window
+		of      func(analyst.Range) window
 		want    []int // variables per batch
 	}{
 		{"a backfill's ranges share statements of rollupBatch", backfill, rollupBatch, hourly, []int{500, 500}},

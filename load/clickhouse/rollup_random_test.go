@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -60,7 +61,7 @@ func stream(t *testing.T, c *clickhouse.Client, rows []pipeline.Row, chunk int) 
 func TestAStreamedBackfillsRollupsAreWhatFinalHolds(t *testing.T) {
 	c := clickhouse.OpenTestClient(t)
 	var rows []pipeline.Row
-	var touched []pipeline.Touched
+	var touched []analyst.Range
 	for v := range 20 {
 		id := fmt.Sprint("v", v)
 		n := 500 + v*37
@@ -74,7 +75,7 @@ func TestAStreamedBackfillsRollupsAreWhatFinalHolds(t *testing.T) {
 			}
 			rows = append(rows, r)
 		}
-		touched = append(touched, pipeline.Touched{VariableID: id, FromMs: math.MinInt64, ToMs: base + int64(n)*1000*1000 + int64(v), Loaded: true})
+		touched = append(touched, analyst.Range{VariableID: id, FromMs: math.MinInt64, ToMs: base + int64(n)*1000*1000 + int64(v), Loaded: true})
 	}
 	stream(t, c, rows[:len(rows)/2], 777)
 	stream(t, c, rows[len(rows)/2:], 1000)
@@ -116,7 +117,7 @@ type history struct {
 	rng     *rand.Rand
 	a, b    *clickhouse.Client
 	vars    []string
-	touched map[*clickhouse.Client]map[string]pipeline.Touched
+	touched map[*clickhouse.Client]map[string]analyst.Range
 	loaded  bool // datapoints has rows: Check compares nothing otherwise
 	// since is what a loaded since its hook last ran.
 	since []pipeline.Row
@@ -128,7 +129,7 @@ func newHistory(t *testing.T, seed uint64) *history {
 	b := clickhouse.OpenTestClientOn(t, a.Database())
 	return &history{t: t, rng: rand.New(rand.NewPCG(seed, 0x5eed)), a: a, b: b,
 		vars:    []string{"v0", "v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8", "v9"},
-		touched: map[*clickhouse.Client]map[string]pipeline.Touched{a: {}, b: {}}}
+		touched: map[*clickhouse.Client]map[string]analyst.Range{a: {}, b: {}}}
 }
 
 // rows makes n points of id: on a grid of 7-minute steps over about a day
@@ -154,7 +155,7 @@ func (h *history) note(c *clickhouse.Client, rows []pipeline.Row, acked bool) {
 	for _, r := range rows {
 		t, ok := h.touched[c][r.VariableID]
 		if !ok {
-			t = pipeline.Touched{VariableID: r.VariableID, FromMs: r.TsMs, ToMs: r.TsMs, Loaded: true}
+			t = analyst.Range{VariableID: r.VariableID, FromMs: r.TsMs, ToMs: r.TsMs, Loaded: true}
 		}
 		t.FromMs, t.ToMs = min(t.FromMs, r.TsMs), max(t.ToMs, r.TsMs)
 		if !acked {
@@ -168,7 +169,7 @@ func (h *history) note(c *clickhouse.Client, rows []pipeline.Row, acked bool) {
 
 // hook hands c's hook what c loaded since its last call.
 func (h *history) hook(c *clickhouse.Client) {
-	var ts []pipeline.Touched
+	var ts []analyst.Range
 	for _, t := range h.touched[c] {
 		if h.rng.IntN(3) != 0 {
 			t.FromMs = math.MinInt64 // a first sync: no mark
@@ -439,14 +440,14 @@ func TestARecomputeOfThousandsOfVariablesIsExact(t *testing.T) {
 	c := clickhouse.OpenTestClient(t)
 	const vars = 7000
 	var first, second []pipeline.Row
-	var touched []pipeline.Touched
+	var touched []analyst.Range
 	for v := range vars {
 		id := fmt.Sprintf("6543210fedcba%011d", v) // 24 characters, as the service's ids
 		r := pipeline.Row{VariableID: id, DeviceID: "d", DeviceLabel: "dev", VariableLabel: "x", TsMs: base + int64(v), Value: float64(v), Context: "{}"}
 		first = append(first, r)
 		r.TsMs += hour
 		second = append(second, r)
-		touched = append(touched, pipeline.Touched{VariableID: id, FromMs: math.MinInt64, ToMs: r.TsMs, Loaded: true})
+		touched = append(touched, analyst.Range{VariableID: id, FromMs: math.MinInt64, ToMs: r.TsMs, Loaded: true})
 	}
 	stream(t, c, first, 5000)
 	stream(t, c, second, 5000)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/pipeline"
 )
@@ -78,7 +79,7 @@ func TestTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T) {
 		}{
 			{"cycle", func(t *testing.T, c *clickhouse.Client) {
 				target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + hour - 1, From: base}}
-				res := pipeline.NewEngine(rowsSource{rows}, c, nil, pipeline.EngineOptions{RowsPerRequest: 100_000, Rollup: c}, nil, nil, nil).
+				res := pipeline.NewEngine(rowsSource{rows}, c, nil, pipeline.EngineOptions{RowsPerRequest: 100_000, Links: []pipeline.Link{analyst.Link(c)}}, nil, nil, nil).
 					Run(context.Background(), target)
 				if len(res.Failed) > 0 || res.CommitErr != nil || res.Points != int64(len(rows)) {
 					t.Fatalf("cycle: %d points, failed %v, commit %v", res.Points, res.Failed, res.CommitErr)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -19,10 +20,10 @@ const hour = int64(3600 * 1000)
 
 // write loads rows and returns, per variable, the range they cover, as the
 // engine hands it to Recompute.
-func write(t *testing.T, c *clickhouse.Client, rows ...pipeline.Row) []pipeline.Touched {
+func write(t *testing.T, c *clickhouse.Client, rows ...pipeline.Row) []analyst.Range {
 	t.Helper()
 	var b pipeline.Batch
-	byID := map[string]*pipeline.Touched{}
+	byID := map[string]*analyst.Range{}
 	var order []string
 	for _, r := range rows {
 		if r.Context == "" {
@@ -31,7 +32,7 @@ func write(t *testing.T, c *clickhouse.Client, rows ...pipeline.Row) []pipeline.
 		b.Append(r)
 		tr, ok := byID[r.VariableID]
 		if !ok {
-			tr = &pipeline.Touched{VariableID: r.VariableID, FromMs: r.TsMs, ToMs: r.TsMs, Loaded: true}
+			tr = &analyst.Range{VariableID: r.VariableID, FromMs: r.TsMs, ToMs: r.TsMs, Loaded: true}
 			byID[r.VariableID] = tr
 			order = append(order, r.VariableID)
 		}
@@ -40,14 +41,14 @@ func write(t *testing.T, c *clickhouse.Client, rows ...pipeline.Row) []pipeline.
 	if err := c.Write(context.Background(), []*pipeline.Batch{&b}); err != nil {
 		t.Fatalf("Write: %v", err)
 	}
-	out := make([]pipeline.Touched, 0, len(order))
+	out := make([]analyst.Range, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])
 	}
 	return out
 }
 
-func recompute(t *testing.T, c *clickhouse.Client, touched []pipeline.Touched) {
+func recompute(t *testing.T, c *clickhouse.Client, touched []analyst.Range) {
 	t.Helper()
 	if err := c.Recompute(context.Background(), touched); err != nil {
 		t.Fatalf("Recompute: %v", err)

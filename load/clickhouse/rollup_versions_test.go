@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -95,7 +96,7 @@ func TestRecomputeKeepsTheGreatestVersionOfAPointWhenTheOlderLandsLast(t *testin
 		row(base+20_000, "d-old", 1000, ""),
 		row(base+hour+5_000, "d-old", -500, ""),
 		row(base+2*hour, "d-old", 99, `{"read":"old"}`))
-	recompute(t, c, []pipeline.Touched{{VariableID: "v", FromMs: base, ToMs: base + 2*hour, Loaded: true}})
+	recompute(t, c, []analyst.Range{{VariableID: "v", FromMs: base, ToMs: base + 2*hour, Loaded: true}})
 
 	for _, want := range []rolluptest.Hourly{
 		{DeviceID: "d", Hour: time.UnixMilli(base).UTC(), Count: 2, Sum: 3, Min: 1, Max: 2, FirstValue: 1, LastValue: 2, FirstTsMs: base + 10_000, LastTsMs: base + 20_000},
@@ -125,7 +126,7 @@ func TestRecomputeKeepsTheGreatestVersionOfANaNOrInfinitePoint(t *testing.T) {
 	}
 	insertVersion(t, c, newer, row(base+10_000, 1), row(base+20_000, math.Inf(1)), row(base+hour, math.NaN()))
 	insertVersion(t, c, older, row(base+20_000, math.NaN()), row(base+hour, 4))
-	recompute(t, c, []pipeline.Touched{{VariableID: "x", FromMs: base, ToMs: base + hour, Loaded: true}})
+	recompute(t, c, []analyst.Range{{VariableID: "x", FromMs: base, ToMs: base + hour, Loaded: true}})
 
 	if h := hourlyRow(t, c, "x", base); h.Count != 2 || !math.IsInf(h.Sum, 1) || !math.IsInf(h.LastValue, 1) || h.FirstValue != 1 {
 		t.Errorf("hourly row of the first hour: %+v, want count 2, sum and last value +Inf, first value 1", h)
@@ -149,7 +150,7 @@ func TestRecomputeCountsOnceTheCopyFinalKeepsOfAPointHeldTwiceByOneInsert(t *tes
 		return pipeline.Row{VariableID: "t", DeviceID: "d", TsMs: ts, Value: v}
 	}
 	insertVersion(t, c, c.NextVersion(), row(base+10_000, 1), row(base+20_000, 2), row(base+20_000, 3), row(base+hour, 4))
-	recompute(t, c, []pipeline.Touched{{VariableID: "t", FromMs: base, ToMs: base + hour, Loaded: true}})
+	recompute(t, c, []analyst.Range{{VariableID: "t", FromMs: base, ToMs: base + hour, Loaded: true}})
 	var kept float64
 	if err := c.Conn().QueryRow(context.Background(), "SELECT value FROM "+c.Table(clickhouse.TableDatapoints)+" FINAL WHERE variable_id = 't' AND ts_ms = ?", base+20_000).Scan(&kept); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
 	"github.com/fleetsync/fleetsync/pipeline"
@@ -41,10 +42,10 @@ func (s pointSource) Series(_ context.Context, req pipeline.SeriesRequest, sink 
 // Rollup: what another writer does between this pass's load and its hook.
 type rollupAfter struct {
 	first func()
-	r     pipeline.Rollup
+	r     analyst.Tables
 }
 
-func (r *rollupAfter) Recompute(ctx context.Context, touched []pipeline.Touched) error {
+func (r *rollupAfter) Recompute(ctx context.Context, touched []analyst.Range) error {
 	if r.first != nil {
 		r.first()
 		r.first = nil
@@ -76,9 +77,9 @@ func writersAfterAnother(t *testing.T, same bool) {
 	ctx := context.Background()
 	ts := []int64{base + 1000, base + 2000, base + hour + 5000}
 	target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + 2*hour, From: base}}
-	run := func(value float64, w *clickhouse.Client, r pipeline.Rollup) {
+	run := func(value float64, w *clickhouse.Client, r analyst.Tables) {
 		t.Helper()
-		res := pipeline.NewEngine(pointSource{ts: ts, value: value}, w, nil, pipeline.EngineOptions{Rollup: r}, nil, nil, nil).Run(ctx, target)
+		res := pipeline.NewEngine(pointSource{ts: ts, value: value}, w, nil, pipeline.EngineOptions{Links: []pipeline.Link{analyst.Link(r)}}, nil, nil, nil).Run(ctx, target)
 		if len(res.Failed) > 0 || res.CommitErr != nil || res.Points != int64(len(ts)) {
 			t.Fatalf("pass with value %v: %d points, failed %v, commit %v", value, res.Points, res.Failed, res.CommitErr)
 		}

@@ -20,8 +20,8 @@ mutations=(
   'idle|pipeline/plan.go|s/case m\.FutureMs != 0 && m\.FutureMs <= o\.End:/case false:/'
   'lastactivity|pipeline/marks.go|s/if la > t\.End \{/if false {/'
   'joined|pipeline/marks.go|s/t\.Start <= t\.Mark\.HwmMs-lookbackMs/t.Start <= t.Mark.HwmMs/'
-  'rollup|pipeline/rollup.go|s/FromMs: min\(t\.minTs, t\.From\)/FromMs: t.minTs/'
-  'recompute|pipeline/committer.go|s/(c\.err = err\n\t\t\}\n\t\tc\.mu\.Unlock\(\)\n)\t\treturn rolled\n/$1/'
+  'rollup|load/analyst/analyst.go|s/FromMs: min\(d\.MinTs, d\.From\)/FromMs: d.MinTs/'
+  'recompute|load/analyst/analyst.go|s/if err != nil \{\n(\t\t\treturn fmt\.Errorf\("recompute)/if false {\n$1/'
   'split|pipeline/split.go|s/start: mid \+ 1, end: req\.end, open: req\.open/start: mid + 2, end: req.end, open: req.open/'
   'remainder|pipeline/split.go|s/start: w\.start, end: w\.end, open: w\.open/start: w.start + 1, end: w.end, open: w.open/'
 )
@@ -31,8 +31,8 @@ describe() {
   idle) echo "skip-idle without the due-future check (plan.go idle)" ;;
   lastactivity) echo "lastActivity recorded past the read's end (marks.go IncrementalMark)" ;;
   joined) echo "a backfill joins up without the lookback (marks.go BackfillMark)" ;;
-  rollup) echo "the rollup range not widened to From (rollup.go touchedOf)" ;;
-  recompute) echo "marks committed after a failed recompute (committer.go commit)" ;;
+  rollup) echo "the rollup range not widened to From (load/analyst RangeOf)" ;;
+  recompute) echo "marks committed after a failed recompute (load/analyst link)" ;;
   split) echo "a split off by one, mid+2 (split.go halves)" ;;
   remainder) echo "a remainder window starting 1 ms late (split.go remainderReads)" ;;
   esac
