@@ -106,6 +106,13 @@ func TestLinkRecomputesBeforeHandingOn(t *testing.T) {
 	if len(tables.ranges) != 1 || tables.ranges[0].VariableID != "a" {
 		t.Errorf("recomputed %+v, want a's range alone", tables.ranges)
 	}
+	// Nothing to recompute: no statement, and nothing held back after it.
+	if err := l.Commit(context.Background(), []pipeline.Done{done("whole2", 1000, 0, 0, 0)}, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(tables.calls) != 1 || len(n.handed) != 3 {
+		t.Errorf("%d recomputes, handed %v; want still 1, and whole2 handed on at once", len(tables.calls), n.handed)
+	}
 }
 
 func TestLinkHandsNothingOnWhenTheRecomputeFails(t *testing.T) {
