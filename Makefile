@@ -11,7 +11,7 @@ LDFLAGS  := -s -w -X main.version=$(VERSION)
 # loaded machine with no input found. A count has no deadline to race.
 FUZZTIME ?= 50000x
 
-.PHONY: all build demo test test-unit test-deploy fuzz lint bench soak test-faults test-cluster test-cluster-race test-cluster-e2e deps clean mutate
+.PHONY: all build demo test test-unit test-race test-e2e test-cpu test-wait test-deploy fuzz lint bench soak test-faults test-cluster test-cluster-race test-cluster-e2e deps clean mutate
 
 all: build
 
@@ -37,16 +37,22 @@ lint:
 	$(GO) vet $(PKGS)
 
 # -race where it finds something: the engine, its loaders and committer,
-# the clients and adapters (TestSimulation runs 200 of its seeds there).
-# The end-to-end packages (cmd/...) wait on services far more than they
-# compute: they run without it, their long tests four at a time
-# (cmd/fleetsync/harness_test.go). Then all 2,000 fixed seeds, without it.
+# the clients and adapters (TestSimulation runs 200 of its seeds there),
+# then all 2,000 fixed seeds without it (test-race). The end-to-end
+# packages (cmd/...) wait on services far more than they compute: they run
+# without it, their long tests four at a time (cmd/fleetsync/harness_test.go),
+# beside the first group (test-e2e): `make test` runs the CPU-bound group
+# (then the fuzz targets) and the waiting one (then deploy's) at once.
 RACE_PKGS = $(shell $(GO) list $(PKGS) | grep -v '/cmd/')
 E2E_PKGS  = $(shell $(GO) list $(PKGS) | grep '/cmd/')
-test-unit:
+test-race:
 	$(GO) test -race -count=1 -timeout 15m $(RACE_PKGS)
-	$(GO) test -count=1 -timeout 15m -parallel 4 $(E2E_PKGS)
 	$(GO) test -count=1 -timeout 5m -run 'TestSimulation$$' ./pipeline
+
+test-e2e:
+	$(GO) test -count=1 -timeout 15m -parallel 4 $(E2E_PKGS)
+
+test-unit: test-race test-e2e
 
 test-deploy:
 	cd deploy && $(GO) test -count=1 ./...
@@ -61,7 +67,11 @@ fuzz:
 	  done; \
 	done
 
-test: lint test-unit test-deploy fuzz
+test: lint
+	$(MAKE) -j2 test-cpu test-wait
+
+test-cpu: test-race fuzz
+test-wait: test-e2e test-deploy
 
 test-faults:
 	FLEETSYNC_FAULTS_HEAVY=1 $(GO) test -race -count=1 -timeout 20m -run 'Fault|Kill|Overlap|Sigterm' ./pipeline/...
