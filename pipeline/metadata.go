@@ -55,32 +55,6 @@ type EventMark struct {
 	IDs []string
 }
 
-// Snapshot is a whole walk of the in-scope fleet, for WriteSnapshot.
-type Snapshot struct {
-	Devices   []Device
-	Variables []Variable
-	// Scoped says the walk was restricted by a scope, so a device missing
-	// from it may merely be out of scope rather than deleted.
-	Scoped bool
-	At     time.Time
-}
-
-// WriteSnapshot stores a whole walk through w, as a cycle hands it on
-// page by page: for callers that hold the walk anyway.
-func WriteSnapshot(ctx context.Context, w SnapshotWriter, snap Snapshot) error {
-	run, err := w.BeginSnapshot(ctx, snap.Scoped, snap.At)
-	if err != nil {
-		return err
-	}
-	if err := run.Devices(ctx, snap.Devices); err != nil {
-		return err
-	}
-	if err := run.Variables(ctx, snap.Variables); err != nil {
-		return err
-	}
-	return run.Finish(ctx)
-}
-
 // WalkMetadata is the metadata stage of a plain MetadataWriter: each
 // part of a cycle's walk stored as it is, nothing marked deleted, no
 // groups, organizations or events.

@@ -64,15 +64,8 @@ type PlanOptions struct {
 	// Shard is the shard whose variables are planned (see Shard.Holds).
 	Shard Shard
 	// reported says whether the fleet reports lastActivity at all (see
-	// lastActivityReported); Plan sets it from the variables it is given.
+	// lastActivityReported); the cycle sets it from the variables walked.
 	reported bool
-}
-
-// Plan turns the in-scope variables and their marks into targets. It returns
-// the targets to read and the number of variables skipped as idle.
-func Plan(vars []Variable, marks map[string]Mark, o PlanOptions) (targets []Target, skipped int) {
-	o.reported = lastActivityReported(vars)
-	return planWith(vars, func(id string) (Mark, bool) { m, ok := marks[id]; return m, ok }, o)
 }
 
 // lastActivityReported says whether the service reports lastActivity at
