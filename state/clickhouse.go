@@ -14,7 +14,7 @@ import (
 
 // ClickHouse keeps the marks in the sync_state table of the warehouse that
 // holds the data, so marks and points live and die together. The tables come
-// from (*chload.Client).Migrate.
+// from (*chload.Schema).Migrate.
 //
 // A row's version is its mark (hwm_ms), so when ClickHouse merges the rows of
 // a variable it keeps the greatest mark; readers take max(hwm_ms) so an
