@@ -1,10 +1,10 @@
 // Package clickhouse is fleetsync's warehouse side: it creates and upgrades
 // the tables, loads datapoints batches through clickhouse-go's columnar API
 // over the native protocol, keeps the analyst tables, writes the device and
-// variable snapshots, and reads back what landed for
-// status and verify. Each of these is its own type over one connection
-// pool (see Client), so that each port of the pipeline is served by a type
-// of its own size.
+// variable snapshots, keeps the marks, and reads back what landed for status
+// and verify. Each of these is its own type over one connection pool (see
+// Client), so that each port of the pipeline is served by a type of its own
+// size.
 //
 // Every statement names its database and table explicitly and back-quotes
 // them, so the client never depends on a connection's default database.
@@ -133,14 +133,14 @@ func (c Config) withDefaults() Config {
 
 // Client is one pool of connections to one ClickHouse database, and the
 // ports the rest of fleetsync reaches it by. It serves no port itself: each
-// port is a type of that port's size over the same pool (Points, AnalystTables,
-// Metadata, Readback, Schema), so that a reader finds a port's code in
-// its own files and a test double stands in for one port, not for all of
-// them. Client keeps the lifecycle (Open, Ping, Close) and the few
-// statements the state package writes by hand (Conn, Table, Retry,
-// NextVersion, InsertRows). It is safe for concurrent
-// use; concurrent inserts run on separate pooled connections, which lets
-// the server write one part while the next INSERT streams in.
+// port is a type of that port's size over the same pool (Points,
+// AnalystTables, Metadata, Readback, Schema, Marks), so that a reader finds a
+// port's code in its own files and a test double stands in for one port, not
+// for all of them. Client keeps the lifecycle (Open, Ping, Close) and the few
+// statements the state package still writes by hand (Conn, Table, Retry,
+// NextVersion, InsertRows; see state/lease.go). It is safe for concurrent
+// use; concurrent inserts run on separate pooled connections, which lets the
+// server write one part while the next INSERT streams in.
 type Client struct {
 	*pool
 }
@@ -225,8 +225,12 @@ func (c *Client) Readback() *Readback { return &Readback{c.pool} }
 // (schema.go, cluster.go).
 func (c *Client) Schema() *Schema { return &Schema{c.pool} }
 
+// Marks is the store of the variables' marks and the settled watermark
+// (marks.go), beside the DDL of their tables.
+func (c *Client) Marks() *Marks { return &Marks{c.pool} }
+
 // Conn is the underlying clickhouse-go connection pool, for tests and for
-// the ClickHouse state store.
+// the state package's lease and event marks.
 func (c *Client) Conn() driver.Conn { return c.conn }
 
 // Database is the configured database name.

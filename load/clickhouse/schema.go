@@ -143,41 +143,8 @@ var schema = []tableDef{
 		},
 		engine: "ReplacingMergeTree(version) ORDER BY id",
 	},
-	{
-		name: TableSyncState,
-		columns: []column{
-			{name: "variable_id", typ: "String"},
-			{name: "hwm_ms", typ: "Int64"},
-			{name: "last_activity_ms", typ: "Int64"},
-			{name: "updated_at", typ: "DateTime('UTC')"},
-			{name: "version", typ: "UInt64"},
-			// What the read that wrote the row covered (pipeline.Mark):
-			// its end, and the earliest point it saw past that end.
-			{name: "checked_ms", typ: "Int64"},
-			{name: "future_ms", typ: "Int64"},
-			// Where the next read must start at the latest
-			// (pipeline.Mark.RereadMs); 0 in rows written before it.
-			{name: "reread_ms", typ: "Int64"},
-		},
-		// version is the mark itself (hwm_ms), so a merge keeps the
-		// greatest mark of a variable and can never move it backwards.
-		engine: "ReplacingMergeTree(version) ORDER BY variable_id",
-		// On a cluster a shard reads the marks back from the node it wrote
-		// them to, not from a replica of another shard that may lag.
-		everywhere: true,
-	},
-	{
-		// The settled watermark (pipeline.Stages.Watermark), a row per scope
-		// and cycle; FINAL keeps the latest (version: nanoseconds).
-		name: TableSyncWatermark,
-		columns: []column{
-			{name: "scope", typ: "String"},
-			{name: "settled_before_ms", typ: "Int64"},
-			{name: "updated_at", typ: "DateTime('UTC')"},
-			{name: "version", typ: "UInt64"},
-		},
-		engine: "ReplacingMergeTree(version) ORDER BY scope",
-	},
+	syncStateTable,
+	syncWatermarkTable,
 	{
 		name: TableSyncLease,
 		columns: []column{
