@@ -199,7 +199,7 @@ func (c *Schema) layoutMoved(current, recorded layout) error {
 // the shards are the recorded ones with shards appended at most (rows are
 // placed by their position and weight; see placement.go).
 func (c *Schema) prepareCluster(ctx context.Context) (*clusterPrep, error) {
-	current, err := c.cluster().currentLayout(ctx)
+	current, err := c.currentLayout(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +328,7 @@ func (c *Schema) migrateLayout(ctx context.Context, p *clusterPrep, grow bool) e
 	qctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_quorum": int(servers)}))
 	switch {
 	case p.last == nil:
-		if err := c.cluster().recordLayout(ctx, p.current); err != nil {
+		if err := c.recordLayout(ctx, p.current); err != nil {
 			return fmt.Errorf("record the shard layout: %w", err)
 		}
 	case len(p.current) > len(p.last) && !grow:
@@ -344,7 +344,7 @@ func (c *Schema) migrateLayout(ctx context.Context, p *clusterPrep, grow bool) e
 		}); err != nil {
 			return fmt.Errorf("record where the variables' rows are: %w", err)
 		}
-		if err := c.cluster().recordLayout(qctx, p.current); err != nil {
+		if err := c.recordLayout(qctx, p.current); err != nil {
 			return fmt.Errorf("record the shard layout: %w", err)
 		}
 		c.log.Info("the cluster grew: recorded every variable where its rows are, and the new shard layout for new variables",
@@ -547,7 +547,7 @@ func (c *Schema) EnsureSchema(ctx context.Context) error {
 // appended without `fleetsync migrate` (which get no variable until it
 // runs), and loads the placement the cycle's rows are keyed by.
 func (c *Schema) checkPlacement(ctx context.Context) error {
-	current, err := c.cluster().currentLayout(ctx)
+	current, err := c.currentLayout(ctx)
 	if err != nil {
 		return err
 	}

@@ -276,7 +276,7 @@ func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testi
 	// longer has: both migrate and a cycle refuse.
 	db2 := chtest.ClusterDatabase(t, cl)
 	c := newClusterClient(t, cl, db2, nil)
-	if err := c.cluster().recordLayout(ctx, layout{1, 3}); err != nil {
+	if err := c.Schema().recordLayout(ctx, layout{1, 3}); err != nil {
 		t.Fatal(err)
 	}
 	err = c.Schema().Migrate(ctx)

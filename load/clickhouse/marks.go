@@ -26,6 +26,11 @@ import (
 // either. Commit therefore only inserts: no read-modify-write, and no race.
 type Marks struct{ *pool }
 
+var (
+	_ pipeline.StateStore      = (*Marks)(nil)
+	_ pipeline.WatermarkWriter = (*Marks)(nil)
+)
+
 // syncStateTable holds the marks, a row per variable and commit.
 var syncStateTable = tableDef{
 	name: TableSyncState,
@@ -172,21 +177,12 @@ func markVersion(hwmMs int64) uint64 {
 // failures. The row's version is the time it was written, so FINAL reads
 // the latest whatever its value: a raised sync.lookback lowers it.
 func (s *Marks) PublishWatermark(ctx context.Context, scope string, settledBeforeMs int64) error {
-	table := s.table(TableSyncWatermark)
 	now := time.Now().UTC()
-	err := s.retry(ctx, TableSyncWatermark, func(ctx context.Context) error {
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" (scope, settled_before_ms, updated_at, version)")
-		if err != nil {
-			return err
-		}
-		defer b.Abort()
-		if err := b.Append(scope, settledBeforeMs, now, uint64(now.UnixNano())); err != nil {
-			return err
-		}
-		return b.Send()
+	err := s.insertRows(ctx, TableSyncWatermark, "scope, settled_before_ms, updated_at, version", 1, func(int) []any {
+		return []any{scope, settledBeforeMs, now, uint64(now.UnixNano())}
 	})
 	if err != nil {
-		return fmt.Errorf("record the settled watermark in %s: %w", table, err)
+		return fmt.Errorf("record the settled watermark: %w", err)
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func (l layout) String() string {
 
 // currentLayout is the cluster's layout as the connected server's
 // remote_servers gives it.
-func (c cluster) currentLayout(ctx context.Context) (layout, error) {
+func (c *Schema) currentLayout(ctx context.Context) (layout, error) {
 	rows, err := c.conn.Query(ctx, "SELECT shard_num, any(shard_weight) FROM system.clusters WHERE cluster = ? GROUP BY shard_num ORDER BY shard_num", c.cfg.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("read the shards of cluster %s: %w", c.cfg.Cluster, err)
@@ -133,7 +133,7 @@ func (c cluster) recordedLayouts(ctx context.Context) (first, last layout, err e
 }
 
 // recordLayout records l as the layout new variables are placed by.
-func (c cluster) recordLayout(ctx context.Context, l layout) error {
+func (c *Schema) recordLayout(ctx context.Context, l layout) error {
 	return c.insertRows(ctx, TableShardLayout, "weights, recorded_at, version", 1, func(int) []any {
 		return []any{[]uint64(l), time.Now().UTC(), c.nextVersion()}
 	})
