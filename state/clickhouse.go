@@ -1,169 +1,21 @@
 package state
 
-import (
-	"context"
-	"fmt"
-	"time"
+import chload "github.com/fleetsync/fleetsync/load/clickhouse"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/ext"
-
-	chload "github.com/fleetsync/fleetsync/load/clickhouse"
-	"github.com/fleetsync/fleetsync/pipeline"
-)
-
-// ClickHouse keeps the marks in the sync_state table of the warehouse that
-// holds the data, so marks and points live and die together. The tables come
-// from (*chload.Client).Migrate.
-//
-// A row's version is its mark (hwm_ms), so when ClickHouse merges the rows of
-// a variable it keeps the greatest mark; readers take max(hwm_ms) so an
-// unmerged smaller mark, from a slow concurrent writer say, is never seen
-// either. Commit therefore only inserts: no read-modify-write, and no race.
+// ClickHouse keeps the marks in the warehouse that holds the data, so
+// marks and points live and die together: the marks and the settled
+// watermark are chload.Marks (load/clickhouse/marks.go, beside the DDL of
+// their tables, which come from (*chload.Schema).Migrate); this type adds
+// the lease (lease.go), the event marks (events.go) and the rates
+// (rates.go).
 type ClickHouse struct {
+	*chload.Marks
 	c *chload.Client
 	// lease is the row of sync_lease that Acquire contends for (lease.go).
 	lease string
 }
 
 // NewClickHouse returns a store on c's database.
-func NewClickHouse(c *chload.Client) *ClickHouse { return &ClickHouse{c: c, lease: leaseName} }
-
-// Load returns each variable's greatest mark. LastActivityMs, CheckedMs,
-// FutureMs and RereadMs come from one row, the one holding that mark (on a tie, the one
-// of the latest read), so that they describe one read and never mix two.
-func (s *ClickHouse) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
-	marks := map[string]pipeline.Mark{}
-	err := s.scan(ctx, "", func(m pipeline.Mark) error {
-		marks[m.VariableID] = m
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return marks, nil
-}
-
-// MarksOf hands fn the mark of each of ids that has one, as Load has it.
-// The ids go to the server as an external table of the query (the native
-// protocol's external data), not in its text, which a chunk of 20 000 ids
-// would take past max_query_size: one query a chunk, about 30 ms for
-// 20 000 ids among 10^6 marks on 18.16. It is not retried, as Load is
-// not: a failure fails the cycle, whose next run reads again.
-func (s *ClickHouse) MarksOf(ctx context.Context, ids []string, fn func(pipeline.Mark) error) error {
-	if len(ids) == 0 {
-		return nil
-	}
-	t, err := ext.NewTable("marks_of", ext.Column("id", "String"))
-	if err != nil {
-		return fmt.Errorf("load marks: %w", err)
-	}
-	for _, id := range ids {
-		if err := t.Append(id); err != nil {
-			return fmt.Errorf("load marks: %w", err)
-		}
-	}
-	return s.scan(clickhouse.Context(ctx, clickhouse.WithExternalTable(t)), "WHERE variable_id IN marks_of", fn)
-}
-
-// scan hands fn each variable's mark (see Load) of the rows where selects.
-func (s *ClickHouse) scan(ctx context.Context, where string, fn func(pipeline.Mark) error) error {
-	table := s.c.Table(chload.TableSyncState)
-	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms)"
-	rows, err := s.c.Conn().Query(ctx,
-		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), argMax(reread_ms, "+key+"), max(updated_at) FROM "+
-			table+" "+where+" GROUP BY variable_id")
-	if err != nil {
-		return fmt.Errorf("load marks from %s (run `fleetsync migrate` if the table is missing): %w", table, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var m pipeline.Mark
-		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.RereadMs, &m.UpdatedAt); err != nil {
-			return fmt.Errorf("load marks from %s: %w", table, err)
-		}
-		if err := fn(m); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load marks from %s: %w", table, err)
-	}
-	return nil
-}
-
-// Commit inserts the marks, retrying retryable failures. A mark smaller than
-// the stored one is stored too but never wins (see ClickHouse).
-func (s *ClickHouse) Commit(ctx context.Context, marks []pipeline.Mark) error {
-	if len(marks) == 0 {
-		return nil
-	}
-	table := s.c.Table(chload.TableSyncState)
-	now := time.Now().UTC()
-	err := s.c.Retry(ctx, chload.TableSyncState, func(ctx context.Context) error {
-		b, err := s.c.Conn().PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms, reread_ms)")
-		if err != nil {
-			return err
-		}
-		defer b.Abort()
-		for _, m := range marks {
-			at := m.UpdatedAt
-			if at.IsZero() {
-				at = now
-			}
-			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, at.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs, m.RereadMs); err != nil {
-				return fmt.Errorf("mark of %s: %w", m.VariableID, err)
-			}
-		}
-		return b.Send()
-	})
-	if err != nil {
-		return fmt.Errorf("commit %d marks to %s: %w", len(marks), table, err)
-	}
-	return nil
-}
-
-// markVersion orders marks for ReplacingMergeTree: the greater mark, the
-// greater version. Marks before 1970 do not occur; they sort first.
-func markVersion(hwmMs int64) uint64 {
-	if hwmMs < 0 {
-		return 0
-	}
-	return uint64(hwmMs)
-}
-
-// PublishWatermark records the settled watermark of scope (see
-// pipeline.WatermarkWriter) in sync_watermark, retrying retryable
-// failures. The row's version is the time it was written, so FINAL reads
-// the latest whatever its value: a raised sync.lookback lowers it.
-func (s *ClickHouse) PublishWatermark(ctx context.Context, scope string, settledBeforeMs int64) error {
-	table := s.c.Table(chload.TableSyncWatermark)
-	now := time.Now().UTC()
-	err := s.c.Retry(ctx, chload.TableSyncWatermark, func(ctx context.Context) error {
-		b, err := s.c.Conn().PrepareBatch(ctx, "INSERT INTO "+table+" (scope, settled_before_ms, updated_at, version)")
-		if err != nil {
-			return err
-		}
-		defer b.Abort()
-		if err := b.Append(scope, settledBeforeMs, now, uint64(now.UnixNano())); err != nil {
-			return err
-		}
-		return b.Send()
-	})
-	if err != nil {
-		return fmt.Errorf("record the settled watermark in %s: %w", table, err)
-	}
-	return nil
-}
-
-// Watermark is the settled watermark last recorded (the least over the
-// scopes, each its latest row), false when none is.
-func (s *ClickHouse) Watermark(ctx context.Context) (settledBeforeMs int64, ok bool, err error) {
-	table := s.c.Table(chload.TableSyncWatermark)
-	var n uint64
-	err = s.c.Conn().QueryRow(ctx, "SELECT count(), min(settled_before_ms) FROM (SELECT settled_before_ms FROM "+table+" FINAL)").Scan(&n, &settledBeforeMs)
-	if err != nil {
-		return 0, false, fmt.Errorf("read the settled watermark from %s: %w", table, err)
-	}
-	return settledBeforeMs, n > 0, nil
+func NewClickHouse(c *chload.Client) *ClickHouse {
+	return &ClickHouse{Marks: c.Marks(), c: c, lease: leaseName}
 }

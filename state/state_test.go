@@ -37,7 +37,7 @@ func newClickHouseStore(t *testing.T) (*ClickHouse, *chload.Client) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if err := c.Migrate(context.Background()); err != nil {
+	if err := c.Schema().Migrate(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	return NewClickHouse(c), c

@@ -27,7 +27,7 @@ func (b *bench) migrate(ctx context.Context, db string) error {
 		return fmt.Errorf("open clickhouse: %w", err)
 	}
 	defer c.Close()
-	if err := c.Migrate(ctx); err != nil {
+	if err := c.Schema().Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate %s: %w", db, err)
 	}
 	return nil

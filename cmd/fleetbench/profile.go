@@ -42,7 +42,7 @@ func (b *bench) profiled(ctx context.Context) error {
 		return err
 	}
 	defer ch.Close()
-	if err := ch.Migrate(ctx); err != nil {
+	if err := ch.Schema().Migrate(ctx); err != nil {
 		return err
 	}
 	api, err := fleetapi.New(fleetapi.Config{BaseURL: sim.url, Tokens: fleetapi.StaticToken(token), PageSize: t.PageSize}, nil, reg)
@@ -53,9 +53,9 @@ func (b *bench) profiled(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w := &countingWriter{w: ch}
+	w := &countingWriter{w: ch.Points()}
 	src := fleet.New(api, fleet.Options{MaxInFlight: t.MaxInFlight})
-	syncer := pipeline.NewSyncer(src, w, pipeline.Stages{Metadata: pipeline.WalkMetadata(ch)}, state.NewClickHouse(ch), pipeline.SyncOptions{
+	syncer := pipeline.NewSyncer(src, w, pipeline.Stages{Metadata: pipeline.WalkMetadata(ch.Metadata())}, state.NewClickHouse(ch), pipeline.SyncOptions{
 		Engine: pipeline.EngineOptions{
 			RowsPerRequest:      t.RowsPerRequest,
 			VariablesPerRequest: t.VariablesPerRequest,

@@ -80,7 +80,7 @@ func (b *bench) analystQueries(ctx context.Context) error {
 	}
 	defer c.Close()
 	began := time.Now()
-	rebuilt, err := c.Rebuild(ctx, now.Add(-31*24*time.Hour).UnixMilli(), now.UnixMilli())
+	rebuilt, err := c.AnalystTables().Rebuild(ctx, now.Add(-31*24*time.Hour).UnixMilli(), now.UnixMilli())
 	if err != nil {
 		return fmt.Errorf("rebuild the rollups: %w", err)
 	}

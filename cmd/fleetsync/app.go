@@ -239,18 +239,18 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		// whatever state.backend is.
 		var stages pipeline.Stages
 		if shardOfConfig(cfg.Sync).WritesMetadata() {
-			stages.Metadata = pipeline.NewRefresh(a.src, a.ch, pipeline.RefreshOptions{
+			stages.Metadata = pipeline.NewRefresh(a.src, a.ch.Metadata(), pipeline.RefreshOptions{
 				MaxInFlight: cfg.Sync.MaxInFlight,
 				ListEvery:   time.Duration(cfg.Sync.MetadataRefresh),
 			}, log.Named("metadata"))
 		}
 		if len(cfg.Sync.Events) > 0 && shardOfConfig(cfg.Sync).WritesMetadata() {
-			stages.Events = pipeline.NewEventSync(a.src, a.ch, state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
+			stages.Events = pipeline.NewEventSync(a.src, a.ch.Metadata(), state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
 		}
 		// The settled watermark lives in the warehouse beside the data it
 		// describes, whatever state.backend is.
 		stages.Watermark = state.NewClickHouse(a.ch)
-		a.syncer = pipeline.NewSyncer(a.src, a.ch, stages, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
+		a.syncer = pipeline.NewSyncer(a.src, a.ch.Points(), stages, a.store, a.syncOptions(), log.Named("sync"), a.metrics)
 	}
 	return a, nil
 }
@@ -291,7 +291,7 @@ func (a *app) syncOptions() pipeline.SyncOptions {
 	// variables, recomputed before their marks are written (the engine
 	// puts the mark rule and the state store last).
 	if c.Sync.Rollups && a.ch != nil {
-		o.Engine.Links = append(o.Engine.Links, analyst.Link(a.ch))
+		o.Engine.Links = append(o.Engine.Links, analyst.Link(a.ch.AnalystTables()))
 	}
 	return o
 }

@@ -250,7 +250,7 @@ func (w *world) checkExact(prev map[string]int64) map[string]int64 {
 		w.t.Fatal(err)
 	}
 	defer c.Close()
-	rep, err := c.CheckRollups(context.Background(), oldest, time.Now().UnixMilli())
+	rep, err := c.AnalystTables().CheckRollups(context.Background(), oldest, time.Now().UnixMilli())
 	if err != nil {
 		w.t.Fatalf("check the analyst tables: %v", err)
 	}

@@ -12,7 +12,7 @@ func cmdMigrate(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer a.Close()
-	if err := a.ch.Migrate(ctx); err != nil {
+	if err := a.ch.Schema().Migrate(ctx); err != nil {
 		return err
 	}
 	fmt.Fprintf(env.stdout, "schema of database %s is up to date\n", a.cfg.ClickHouse.Database)

@@ -7,7 +7,7 @@ import (
 )
 
 // cmdRollup rebuilds datapoints_hourly and datapoints_latest from
-// datapoints FINAL over the range (Client.Rebuild): after a manual fix of
+// datapoints FINAL over the range (AnalystTables.Rebuild): after a manual fix of
 // datapoints, or to fill the tables on a warehouse that was synced before
 // they existed. The cycles keep them exact from then on.
 func cmdRollup(ctx context.Context, env *cliEnv, args []string) error {
@@ -21,10 +21,10 @@ func cmdRollup(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	defer a.Close()
 	began := time.Now()
-	if err := a.ch.Migrate(ctx); err != nil {
+	if err := a.ch.Schema().Migrate(ctx); err != nil {
 		return fmt.Errorf("ensure schema: %w", err)
 	}
-	n, err := a.ch.Rebuild(ctx, from, to)
+	n, err := a.ch.AnalystTables().Rebuild(ctx, from, to)
 	if err != nil {
 		return fmt.Errorf("%w; nothing already loaded is lost, run the same rollup again", err)
 	}

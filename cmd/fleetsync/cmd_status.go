@@ -40,7 +40,7 @@ func cmdStatus(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("read marks: %w", err)
 	}
 	// Lag needs each variable's lastActivity: the snapshot of the last cycle.
-	vars, err := a.ch.Variables(ctx)
+	vars, err := a.ch.Readback().Variables(ctx)
 	if err != nil {
 		return fmt.Errorf("read variable metadata: %w (run 'fleetsync sync' once first)", err)
 	}

@@ -23,7 +23,7 @@ func cmdSync(ctx context.Context, env *cliEnv, args []string) error {
 
 // syncOnce is one cycle under the lease, with the schema ensured first.
 func (a *app) syncOnce(ctx context.Context) error {
-	if err := a.ch.EnsureSchema(ctx); err != nil {
+	if err := a.ch.Schema().EnsureSchema(ctx); err != nil {
 		return fmt.Errorf("ensure schema: %w", err)
 	}
 	a.restoreRate(ctx)

@@ -36,7 +36,7 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return fmt.Errorf("list the in-scope variables: %w", err)
 	}
-	v := verify.New(a.src, a.ch, verify.Options{PerRequest: a.cfg.Sync.VariablesPerRequest, InFlight: a.cfg.Sync.MaxInFlight}, a.log.Named("verify"))
+	v := verify.New(a.src, a.ch.Readback(), verify.Options{PerRequest: a.cfg.Sync.VariablesPerRequest, InFlight: a.cfg.Sync.MaxInFlight}, a.log.Named("verify"))
 	rep, err := v.Verify(ctx, vars, start, end)
 	if err != nil {
 		return err
@@ -59,15 +59,16 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 		rep.Repair = &verify.RepairReport{Variables: len(bad), Points: sum.Points, Failed: len(sum.Failed), Remaining: after.Mismatches}
 	}
 	if a.cfg.Sync.Rollups {
-		rr, err := a.ch.CheckRollups(ctx, start, end)
+		tables := a.ch.AnalystTables()
+		rr, err := tables.CheckRollups(ctx, start, end)
 		if err != nil {
 			return fmt.Errorf("check the analyst tables: %w", err)
 		}
 		if *repair && len(rr.Diffs) > 0 {
-			if err := a.ch.RepairRollups(ctx, rr.Diffs); err != nil {
+			if err := tables.RepairRollups(ctx, rr.Diffs); err != nil {
 				return fmt.Errorf("repair the analyst tables: %w; nothing already loaded is lost, run the same repair again", err)
 			}
-			after, err := a.ch.CheckRollups(ctx, start, end)
+			after, err := tables.CheckRollups(ctx, start, end)
 			if err != nil {
 				return fmt.Errorf("check the analyst tables after the repair: %w", err)
 			}

@@ -42,7 +42,7 @@ func startForRange(ctx context.Context, env *cliEnv, fs *flag.FlagSet, cfgPath *
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	if err = a.ch.EnsureSchema(ctx); err != nil {
+	if err = a.ch.Schema().EnsureSchema(ctx); err != nil {
 		a.Close()
 		return nil, 0, 0, fmt.Errorf("ensure schema: %w", err)
 	}

@@ -38,7 +38,7 @@ func newTestClient(t testing.TB, srv *chserver.Server, tweak func(*Config)) *Cli
 		t.Fatalf("Open: %v", err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if err := c.Migrate(context.Background()); err != nil {
+	if err := c.Schema().Migrate(context.Background()); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	return c
@@ -77,7 +77,7 @@ func showCreate(t *testing.T, c *Client) map[string]string {
 func TestMigrateTwiceChangesNothing(t *testing.T) {
 	c := newTestClient(t, chtest.Shared(t), func(c *Config) { c.TablePrefix = "fs_" })
 	before := showCreate(t, c)
-	if err := c.Migrate(context.Background()); err != nil {
+	if err := c.Schema().Migrate(context.Background()); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
 	after := showCreate(t, c)
@@ -92,7 +92,7 @@ func TestMigrateTwiceChangesNothing(t *testing.T) {
 	if !strings.Contains(before[TableDatapoints], "`"+c.Database()+"`.`fs_datapoints`") && !strings.Contains(before[TableDatapoints], c.Database()+".fs_datapoints") {
 		t.Errorf("datapoints table not created under the prefix: %s", before[TableDatapoints])
 	}
-	v, err := c.AppliedSchemaVersion(context.Background())
+	v, err := c.Schema().AppliedSchemaVersion(context.Background())
 	if err != nil || v != SchemaVersion {
 		t.Errorf("AppliedSchemaVersion = %d, %v; want %d", v, err, SchemaVersion)
 	}
@@ -113,10 +113,10 @@ func TestMigrateAddsColumnsAnOlderTableLacks(t *testing.T) {
 	if err := c.Conn().Exec(ctx, old); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Migrate(ctx); err != nil {
+	if err := c.Schema().Migrate(ctx); err != nil {
 		t.Fatalf("Migrate over the old table: %v", err)
 	}
-	have, err := c.columnTypesOf(ctx, TableVariables)
+	have, err := c.Schema().columnTypesOf(ctx, TableVariables)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestMigrateAddsColumnsAnOlderTableLacks(t *testing.T) {
 			t.Errorf("after Migrate column %s has type %q, want String", col, have[col])
 		}
 	}
-	if err := c.WriteVariables(ctx, []pipeline.Variable{{ID: "v1", DeviceID: "d1", Label: "t"}}, time.Now()); err != nil {
+	if err := c.Metadata().WriteVariables(ctx, []pipeline.Variable{{ID: "v1", DeviceID: "d1", Label: "t"}}, time.Now()); err != nil {
 		t.Errorf("WriteVariables into the upgraded table: %v", err)
 	}
 }
@@ -372,17 +372,17 @@ func TestWriteDevicesVariablesAndMarkDeleted(t *testing.T) {
 		{ID: "d2", Label: "truck-2"},
 		{ID: `d'q\\`, Label: "quoted"},
 	}
-	if err := c.WriteDevices(ctx, devs, created); err != nil {
+	if err := c.Metadata().WriteDevices(ctx, devs, created); err != nil {
 		t.Fatalf("WriteDevices: %v", err)
 	}
 	vars := []pipeline.Variable{{ID: "v1", DeviceID: "d1", DeviceLabel: "truck-1", Label: "speed", Properties: json.RawMessage(`{"_color":"#ff0000"}`), CreatedAt: created}}
-	if err := c.WriteVariables(ctx, vars, created); err != nil {
+	if err := c.Metadata().WriteVariables(ctx, vars, created); err != nil {
 		t.Fatalf("WriteVariables: %v", err)
 	}
-	if err := c.MarkDeleted(ctx, TableDevices, []string{"d2", "unknown", `d'q\\`}); err != nil {
+	if err := c.Metadata().MarkDeleted(ctx, TableDevices, []string{"d2", "unknown", `d'q\\`}); err != nil {
 		t.Fatalf("MarkDeleted: %v", err)
 	}
-	if err := c.MarkDeleted(ctx, "datapoints", []string{"x"}); err == nil {
+	if err := c.Metadata().MarkDeleted(ctx, "datapoints", []string{"x"}); err == nil {
 		t.Error("MarkDeleted on datapoints succeeded, want an error")
 	}
 
@@ -441,7 +441,7 @@ func TestPointStatsCountsDeduplicatedPointsInsideTheRange(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := c.PointStats(ctx, 1000, 2000)
+	got, err := c.Readback().PointStats(ctx, 1000, 2000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -484,7 +484,7 @@ func TestConcurrentMigratesBothSucceed(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			errs <- c.Migrate(context.Background())
+			errs <- c.Schema().Migrate(context.Background())
 		}()
 	}
 	for range 2 {

@@ -1,7 +1,10 @@
 // Package clickhouse is fleetsync's warehouse side: it creates and upgrades
 // the tables, loads datapoints batches through clickhouse-go's columnar API
-// over the native protocol, writes the device and variable snapshots, and
-// reads back what landed for status and verify.
+// over the native protocol, keeps the analyst tables, writes the device and
+// variable snapshots, keeps the marks, and reads back what landed for status
+// and verify. Each of these is its own type over one connection pool (see
+// Client), so that each port of the pipeline is served by a type of its own
+// size.
 //
 // Every statement names its database and table explicitly and back-quotes
 // them, so the client never depends on a connection's default database.
@@ -13,7 +16,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"regexp"
-	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -129,28 +131,18 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Client talks to one ClickHouse database. It is safe for concurrent use;
-// concurrent Writes run on separate pooled connections, which lets the
+// Client is one pool of connections to one ClickHouse database, and the
+// ports the rest of fleetsync reaches it by. It serves no port itself: each
+// port is a type of that port's size over the same pool (Points,
+// AnalystTables, Metadata, Readback, Schema, Marks), so that a reader finds a
+// port's code in its own files and a test double stands in for one port, not
+// for all of them. Client keeps the lifecycle (Open, Ping, Close) and the few
+// statements the state package still writes by hand (Conn, Table, Retry,
+// NextVersion, InsertRows; see state/lease.go). It is safe for concurrent
+// use; concurrent inserts run on separate pooled connections, which lets the
 // server write one part while the next INSERT streams in.
 type Client struct {
-	cfg     Config
-	conn    driver.Conn
-	log     *zap.Logger
-	metrics *metrics
-
-	// lastVersion makes row versions strictly increasing within the process
-	// even when the wall clock stalls or steps back.
-	lastVersion atomic.Uint64
-
-	insertPointsSQL string
-
-	// place keys the rows of a cluster's sharded tables (placement.go):
-	// loaded by each EnsureSchema, or by the first write.
-	place atomic.Pointer[placement]
-
-	// certAsked records that a server asked for a client certificate the
-	// configuration does not have (see noteCertRequests).
-	certAsked atomic.Bool
+	*pool
 }
 
 // Open validates cfg and prepares a connection pool. It does not contact the
@@ -169,7 +161,7 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg}
+	c := &pool{cfg: cfg}
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Addr:         cfg.Addr,
 		Auth:         clickhouse.Auth{Username: cfg.Username, Password: cfg.Password},
@@ -194,25 +186,12 @@ func Open(ctx context.Context, cfg Config, logger *zap.Logger, reg prometheus.Re
 		return nil, err
 	}
 	c.conn, c.log, c.metrics = guardedConn{conn}, logger.With(zap.Strings("clickhouse_addr", cfg.Addr), zap.String("database", cfg.Database)), m
-	c.insertPointsSQL = "INSERT INTO " + c.Table(TableDatapoints) + " (" + pointColumnList + c.keyColumn() + ")"
-	return c, nil
+	c.insertPointsSQL = "INSERT INTO " + c.table(TableDatapoints) + " (" + pointColumnList + c.cluster().keyColumn() + ")"
+	return &Client{pool: c}, nil
 }
 
 // Close releases the connection pool.
 func (c *Client) Close() error { return c.conn.Close() }
-
-// Conn is the underlying clickhouse-go connection pool, for tests and for
-// the ClickHouse state store.
-func (c *Client) Conn() driver.Conn { return c.conn }
-
-// Database is the configured database name.
-func (c *Client) Database() string { return c.cfg.Database }
-
-// Table is the fully qualified, back-quoted name of one of fleetsync's
-// tables (name is one of the Table* constants), prefix applied.
-func (c *Client) Table(name string) string {
-	return "`" + c.cfg.Database + "`.`" + c.cfg.TablePrefix + name + "`"
-}
 
 // Ping checks that the server answers.
 func (c *Client) Ping(ctx context.Context) error {
@@ -225,18 +204,57 @@ func (c *Client) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Points is the points writer: the pipeline's Writer (write.go).
+func (c *Client) Points() *Points { return &Points{c.pool} }
+
+// AnalystTables are the tables built from the points for analysts, kept by
+// the engine's Rollup hook and rebuilt, checked and repaired by hand
+// (rollup.go, rebuild.go, rollup_check.go).
+func (c *Client) AnalystTables() *AnalystTables { return &AnalystTables{c.pool} }
+
+// Metadata is the store of the fleet's devices, variables, organizations,
+// groups and event logs: the pipeline's RefreshStore and EventLogWriter
+// (metadata.go, fleet.go).
+func (c *Client) Metadata() *Metadata { return &Metadata{c.pool} }
+
+// Readback reads back what landed, for verify (its Warehouse) and status
+// (read.go).
+func (c *Client) Readback() *Readback { return &Readback{c.pool} }
+
+// Schema creates and upgrades the tables, on one server or a cluster
+// (schema.go, cluster.go).
+func (c *Client) Schema() *Schema { return &Schema{c.pool} }
+
+// Marks is the store of the variables' marks and the settled watermark
+// (marks.go), beside the DDL of their tables.
+func (c *Client) Marks() *Marks { return &Marks{c.pool} }
+
+// Conn is the underlying clickhouse-go connection pool, for tests and for
+// the state package's lease and event marks.
+func (c *Client) Conn() driver.Conn { return c.conn }
+
+// Database is the configured database name.
+func (c *Client) Database() string { return c.cfg.Database }
+
+// Table is the fully qualified, back-quoted name of one of fleetsync's
+// tables (name is one of the Table* constants), prefix applied.
+func (c *Client) Table(name string) string { return c.table(name) }
+
 // NextVersion returns a row version for ReplacingMergeTree: the wall clock
 // in nanoseconds, forced strictly above every version this client returned
 // before, so a later write of the same key always replaces an earlier one.
-func (c *Client) NextVersion() uint64 {
-	for {
-		last := c.lastVersion.Load()
-		v := uint64(time.Now().UnixNano())
-		if v <= last {
-			v = last + 1
-		}
-		if c.lastVersion.CompareAndSwap(last, v) {
-			return v
-		}
-	}
+func (c *Client) NextVersion() uint64 { return c.nextVersion() }
+
+// Retry runs op until it succeeds or fails for good, as every port's
+// statements do (see retry in retry.go). table labels the metrics and log
+// lines.
+func (c *Client) Retry(ctx context.Context, table string, op func(ctx context.Context) error) error {
+	return c.retry(ctx, table, op)
+}
+
+// InsertRows appends n rows, row(i) giving the values of row i in the order
+// of columns, as one INSERT into table, retried as a whole (see insertRows
+// in pool.go).
+func (c *Client) InsertRows(ctx context.Context, table, columns string, n int, row func(i int) []any) error {
+	return c.insertRows(ctx, table, columns, n, row)
 }

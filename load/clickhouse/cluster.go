@@ -56,11 +56,22 @@ func firstSortColumn(t tableDef) string {
 }
 
 // clustered reports whether the client writes a cluster (Config.Cluster).
-func (c *Client) clustered() bool { return c.cfg.Cluster != "" }
+func (c *pool) clustered() bool { return c.cfg.Cluster != "" }
+
+// cluster is what the ports need of a cluster, over their one pool: the ON
+// CLUSTER clause and the local tables' names (this file), where a
+// variable's rows go (placement.go), and reads that see every acknowledged
+// point (consistency.go). On one server its methods reduce to what one
+// server needs, mostly nothing. The schema's own cluster work (the tables'
+// layout over the shards) is Schema's, below.
+type cluster struct{ *pool }
+
+// cluster returns the cluster side of c.
+func (c *pool) cluster() cluster { return cluster{c} }
 
 // onCluster is the ON CLUSTER clause of every DDL statement, empty for one
 // server.
-func (c *Client) onCluster() string {
+func (c cluster) onCluster() string {
 	if !c.clustered() {
 		return ""
 	}
@@ -68,7 +79,7 @@ func (c *Client) onCluster() string {
 }
 
 // localTable is the back-quoted name of a cluster's local table of name.
-func (c *Client) localTable(name string) string {
+func (c cluster) localTable(name string) string {
 	return "`" + c.cfg.Database + "`.`" + c.cfg.TablePrefix + name + localSuffix + "`"
 }
 
@@ -178,7 +189,7 @@ func (e *ClusterError) Error() string { return e.Setting + ": " + e.Reason }
 
 // layoutMoved is the error of a cluster whose shards are not the recorded
 // ones with shards appended.
-func (c *Client) layoutMoved(current, recorded layout) error {
+func (c *Schema) layoutMoved(current, recorded layout) error {
 	return &ClusterError{Setting: "remote_servers", Reason: fmt.Sprintf("cluster %s has shards of weights %v but its rows are placed for %v; put those shards and weights back, first and in that order, and append new shards after them (docs/operations.md, Adding a ClickHouse shard)", c.cfg.Cluster, current, recorded)}
 }
 
@@ -187,7 +198,7 @@ func (c *Client) layoutMoved(current, recorded layout) error {
 // names a cluster of its remote_servers, the server has both macros, and
 // the shards are the recorded ones with shards appended at most (rows are
 // placed by their position and weight; see placement.go).
-func (c *Client) prepareCluster(ctx context.Context) (*clusterPrep, error) {
+func (c *Schema) prepareCluster(ctx context.Context) (*clusterPrep, error) {
 	current, err := c.currentLayout(ctx)
 	if err != nil {
 		return nil, err
@@ -228,7 +239,7 @@ func (c *Client) prepareCluster(ctx context.Context) (*clusterPrep, error) {
 		return nil, err
 	}
 	p := &clusterPrep{current: current}
-	if p.first, p.last, err = c.recordedLayouts(ctx); err != nil {
+	if p.first, p.last, err = c.cluster().recordedLayouts(ctx); err != nil {
 		return nil, err
 	}
 	if p.last != nil && !current.extends(p.last) {
@@ -245,7 +256,7 @@ func (c *Client) prepareCluster(ctx context.Context) (*clusterPrep, error) {
 // servers with different {shard} (they would not replicate each other). A
 // server remote() cannot read (a password on that user, a server down) is
 // left out: ON CLUSTER then says what is wrong with it.
-func (c *Client) checkMacros(ctx context.Context) error {
+func (c *Schema) checkMacros(ctx context.Context) error {
 	type server struct {
 		shard uint32
 		addr  string
@@ -309,7 +320,7 @@ func (c *Client) checkMacros(ctx context.Context) error {
 // syncs must be stopped during a growth (docs/operations.md): a writer
 // that keyed a new variable by the old layout after its records were
 // taken would leave it on two shards.
-func (c *Client) migrateLayout(ctx context.Context, p *clusterPrep, grow bool) error {
+func (c *Schema) migrateLayout(ctx context.Context, p *clusterPrep, grow bool) error {
 	var servers uint64
 	if err := c.conn.QueryRow(ctx, "SELECT count() FROM system.clusters WHERE cluster = ?", c.cfg.Cluster).Scan(&servers); err != nil {
 		return fmt.Errorf("count the servers of cluster %s: %w", c.cfg.Cluster, err)
@@ -327,9 +338,9 @@ func (c *Client) migrateLayout(ctx context.Context, p *clusterPrep, grow bool) e
 		t0 := time.Now()
 		// The latest rows too: a variable whose points were all deleted
 		// by hand keeps its latest row, which its next points must join.
-		if err := c.Retry(qctx, TableVariableShards, func(ctx context.Context) error {
-			return c.conn.Exec(ctx, "INSERT INTO "+c.Table(TableVariableShards)+" (variable_id, shard_key, recorded_at) SELECT variable_id, any(shard_key), now() FROM (SELECT variable_id, shard_key FROM "+
-				c.Table(TableDatapoints)+" UNION ALL SELECT variable_id, shard_key FROM "+c.Table(TableLatest)+") GROUP BY variable_id")
+		if err := c.retry(qctx, TableVariableShards, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, "INSERT INTO "+c.table(TableVariableShards)+" (variable_id, shard_key, recorded_at) SELECT variable_id, any(shard_key), now() FROM (SELECT variable_id, shard_key FROM "+
+				c.table(TableDatapoints)+" UNION ALL SELECT variable_id, shard_key FROM "+c.table(TableLatest)+") GROUP BY variable_id")
 		}); err != nil {
 			return fmt.Errorf("record where the variables' rows are: %w", err)
 		}
@@ -339,7 +350,7 @@ func (c *Client) migrateLayout(ctx context.Context, p *clusterPrep, grow bool) e
 		c.log.Info("the cluster grew: recorded every variable where its rows are, and the new shard layout for new variables",
 			zap.String("from", p.last.String()), zap.String("to", p.current.String()), zap.Duration("took", time.Since(t0)))
 	}
-	_, err := c.loadPlacement(ctx)
+	_, err := c.cluster().loadPlacement(ctx)
 	return err
 }
 
@@ -355,7 +366,7 @@ func (c *Client) migrateLayout(ctx context.Context, p *clusterPrep, grow bool) e
 // its Distributed table, which holds no rows (inserts are synchronous), is
 // dropped and created again sharded by shard_key. Meanwhile inserts
 // through it fail, so the syncs should be stopped (docs/operations.md).
-func (c *Client) migrateClusterTable(ctx context.Context, t tableDef, p *clusterPrep) error {
+func (c *Schema) migrateClusterTable(ctx context.Context, t tableDef, p *clusterPrep) error {
 	if !sharded(t) {
 		name := c.cfg.TablePrefix + t.name
 		path := strings.ReplaceAll(c.cfg.ZookeeperPath, "{shard}", everywhereShard)
@@ -363,10 +374,10 @@ func (c *Client) migrateClusterTable(ctx context.Context, t tableDef, p *cluster
 		if err != nil {
 			return err
 		}
-		if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.Table(t.name)+c.onCluster()+" ("+columnsDDL(t)+") ENGINE = "+engine); err != nil {
-			return fmt.Errorf("create %s: %w", c.Table(t.name), err)
+		if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.table(t.name)+c.cluster().onCluster()+" ("+columnsDDL(t)+") ENGINE = "+engine); err != nil {
+			return fmt.Errorf("create %s: %w", c.table(t.name), err)
 		}
-		return c.addMissingColumns(ctx, t, name, c.Table(t.name))
+		return c.addMissingColumns(ctx, t, name, c.table(t.name))
 	}
 	ct := t
 	ct.columns = clusterColumns(t, p.w0())
@@ -380,31 +391,31 @@ func (c *Client) migrateClusterTable(ctx context.Context, t tableDef, p *cluster
 		return err
 	}
 	cols := columnsDDL(ct)
-	if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.localTable(t.name)+c.onCluster()+" ("+cols+") ENGINE = "+engine); err != nil {
-		return fmt.Errorf("create %s: %w", c.localTable(t.name), err)
+	if err := c.conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+c.cluster().localTable(t.name)+c.cluster().onCluster()+" ("+cols+") ENGINE = "+engine); err != nil {
+		return fmt.Errorf("create %s: %w", c.cluster().localTable(t.name), err)
 	}
-	if err := c.addMissingColumns(ctx, ct, local, c.localTable(t.name)); err != nil {
+	if err := c.addMissingColumns(ctx, ct, local, c.cluster().localTable(t.name)); err != nil {
 		return err
 	}
 	dist := fmt.Sprintf("Distributed('%s', '%s', '%s', %s)", c.cfg.Cluster, c.cfg.Database, local, key)
-	create := "CREATE TABLE IF NOT EXISTS " + c.Table(t.name) + c.onCluster() + " (" + cols + ") ENGINE = " + dist
+	create := "CREATE TABLE IF NOT EXISTS " + c.table(t.name) + c.cluster().onCluster() + " (" + cols + ") ENGINE = " + dist
 	if err := c.conn.Exec(ctx, create); err != nil {
-		return fmt.Errorf("create %s: %w", c.Table(t.name), err)
+		return fmt.Errorf("create %s: %w", c.table(t.name), err)
 	}
 	var ddl string
 	if err := c.conn.QueryRow(ctx, "SELECT create_table_query FROM system.tables WHERE database = ? AND name = ?", c.cfg.Database, c.cfg.TablePrefix+t.name).Scan(&ddl); err != nil {
-		return fmt.Errorf("read the definition of %s: %w", c.Table(t.name), err)
+		return fmt.Errorf("read the definition of %s: %w", c.table(t.name), err)
 	}
 	if !strings.Contains(ddl, ", "+key+")") {
 		c.log.Info("sharding by the variables' recorded keys: creating the Distributed table again", zap.String("table", t.name), zap.String("was", ddl))
-		if err := c.conn.Exec(ctx, "DROP TABLE IF EXISTS "+c.Table(t.name)+c.onCluster()); err != nil {
-			return fmt.Errorf("drop %s to shard it by %s: %w", c.Table(t.name), key, err)
+		if err := c.conn.Exec(ctx, "DROP TABLE IF EXISTS "+c.table(t.name)+c.cluster().onCluster()); err != nil {
+			return fmt.Errorf("drop %s to shard it by %s: %w", c.table(t.name), key, err)
 		}
 		if err := c.conn.Exec(ctx, create); err != nil {
-			return fmt.Errorf("create %s: %w", c.Table(t.name), err)
+			return fmt.Errorf("create %s: %w", c.table(t.name), err)
 		}
 	}
-	return c.addMissingColumns(ctx, ct, c.cfg.TablePrefix+t.name, c.Table(t.name))
+	return c.addMissingColumns(ctx, ct, c.cfg.TablePrefix+t.name, c.table(t.name))
 }
 
 // LayoutError is a database whose tables are laid out for one server while
@@ -429,7 +440,7 @@ func (e *LayoutError) Error() string {
 
 // tableEngines maps the database's table names to their engines, on the
 // server the client is connected to.
-func (c *Client) tableEngines(ctx context.Context) (map[string]string, error) {
+func (c *Schema) tableEngines(ctx context.Context) (map[string]string, error) {
 	rows, err := c.conn.Query(ctx, "SELECT name, engine FROM system.tables WHERE database = ?", c.cfg.Database)
 	if err != nil {
 		return nil, fmt.Errorf("read tables of %s: %w", c.cfg.Database, err)
@@ -450,7 +461,7 @@ func (c *Client) tableEngines(ctx context.Context) (map[string]string, error) {
 // the other layout than the configuration asks for: on one server no
 // Distributed or Replicated table, on a cluster a Distributed table for a
 // sharded one and a Replicated one for the rest.
-func (c *Client) checkLayout(engines map[string]string) error {
+func (c *Schema) checkLayout(engines map[string]string) error {
 	for _, t := range schema {
 		name := c.cfg.TablePrefix + t.name
 		engine, ok := engines[name]
@@ -473,7 +484,7 @@ func (c *Client) checkLayout(engines map[string]string) error {
 // column of the schema (both layers on a cluster) and the schema version
 // recorded, so that EnsureSchema can skip the ON CLUSTER statements, which
 // wait for every node and would stall each cycle while one is down.
-func (c *Client) schemaComplete(ctx context.Context, engines map[string]string) (bool, error) {
+func (c *Schema) schemaComplete(ctx context.Context, engines map[string]string) (bool, error) {
 	for _, t := range schema {
 		if t.clusterOnly && !c.clustered() {
 			continue
@@ -509,7 +520,7 @@ func (c *Client) schemaComplete(ctx context.Context, engines map[string]string) 
 // the cluster has shards the placement does not use yet, refuses shards
 // that moved (checkPlacement), never changes the placement, and loads it
 // for the cycle's writes; on one server it is Migrate.
-func (c *Client) EnsureSchema(ctx context.Context) error {
+func (c *Schema) EnsureSchema(ctx context.Context) error {
 	if !c.clustered() {
 		return c.Migrate(ctx)
 	}
@@ -535,12 +546,12 @@ func (c *Client) EnsureSchema(ctx context.Context) error {
 // than their variables' earlier rows), creates the tables on shards
 // appended without `fleetsync migrate` (which get no variable until it
 // runs), and loads the placement the cycle's rows are keyed by.
-func (c *Client) checkPlacement(ctx context.Context) error {
+func (c *Schema) checkPlacement(ctx context.Context) error {
 	current, err := c.currentLayout(ctx)
 	if err != nil {
 		return err
 	}
-	_, last, err := c.recordedLayouts(ctx)
+	_, last, err := c.cluster().recordedLayouts(ctx)
 	if err != nil {
 		return err
 	}
@@ -556,7 +567,7 @@ func (c *Client) checkPlacement(ctx context.Context) error {
 		// run migrate, and keeps the recorded placement.
 		return c.migrate(ctx, false)
 	}
-	_, err = c.loadPlacement(ctx)
+	_, err = c.cluster().loadPlacement(ctx)
 	return err
 }
 

@@ -38,7 +38,7 @@ func BenchmarkClusterReplicaBarrier(b *testing.B) {
 		return c
 	}
 	c := open()
-	if err := c.Migrate(ctx); err != nil {
+	if err := c.Schema().Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
 	const vars, perVar = 100, 2000
@@ -57,7 +57,7 @@ func BenchmarkClusterReplicaBarrier(b *testing.B) {
 		b.Fatal(err)
 	}
 	// Every replica holds the seed before the clock starts.
-	if err := c.readReplicated(ctx, func(context.Context) error { return nil }, TableDatapoints); err != nil {
+	if err := c.cluster().readReplicated(ctx, func(context.Context) error { return nil }, TableDatapoints); err != nil {
 		b.Fatal(err)
 	}
 	cases := []struct {
@@ -65,10 +65,10 @@ func BenchmarkClusterReplicaBarrier(b *testing.B) {
 		run  func(ctx context.Context) error
 	}{
 		{"barrier-only", func(ctx context.Context) error {
-			return c.readReplicated(ctx, func(context.Context) error { return nil }, TableDatapoints)
+			return c.cluster().readReplicated(ctx, func(context.Context) error { return nil }, TableDatapoints)
 		}},
-		{"recompute-without-barrier", func(ctx context.Context) error { return c.recompute(ctx, touched) }},
-		{"recompute", func(ctx context.Context) error { return c.Recompute(ctx, touched) }},
+		{"recompute-without-barrier", func(ctx context.Context) error { return c.AnalystTables().recompute(ctx, touched) }},
+		{"recompute", func(ctx context.Context) error { return c.AnalystTables().Recompute(ctx, touched) }},
 	}
 	for _, load := range []bool{false, true} {
 		for _, tc := range cases {

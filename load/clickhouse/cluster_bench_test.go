@@ -46,7 +46,7 @@ func BenchmarkClusterInsertPath(b *testing.B) {
 	}
 	db := chtest.ClusterDatabase(b, cl)
 	c := open(cl.Addrs(), db, cl.Name())
-	if err := c.Migrate(ctx); err != nil {
+	if err := c.Schema().Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
 
@@ -86,7 +86,7 @@ func BenchmarkClusterInsertPath(b *testing.B) {
 		locals := make([]*Client, len(cl.Nodes))
 		for s, shard := range cl.Nodes {
 			locals[s] = open([]string{shard[0].Addr()}, db, "")
-			locals[s].insertPointsSQL = "INSERT INTO " + locals[s].localTable(TableDatapoints) + " (" + pointColumnList + ")"
+			locals[s].insertPointsSQL = "INSERT INTO " + locals[s].cluster().localTable(TableDatapoints) + " (" + pointColumnList + ")"
 		}
 		b.ResetTimer()
 		for range b.N {

@@ -31,7 +31,7 @@ func createV4Layout(t *testing.T, c *Client) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	exec("CREATE DATABASE IF NOT EXISTS `" + c.cfg.Database + "`" + c.onCluster())
+	exec("CREATE DATABASE IF NOT EXISTS `" + c.cfg.Database + "`" + c.cluster().onCluster())
 	for _, td := range schema {
 		if td.clusterOnly {
 			continue
@@ -42,16 +42,16 @@ func createV4Layout(t *testing.T, c *Client) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			exec("CREATE TABLE " + c.Table(td.name) + c.onCluster() + " (" + columnsDDL(td) + ") ENGINE = " + engine)
+			exec("CREATE TABLE " + c.Table(td.name) + c.cluster().onCluster() + " (" + columnsDDL(td) + ") ENGINE = " + engine)
 			continue
 		}
 		engine, err := replicatedEngine(td.engine, c.cfg.ZookeeperPath, c.cfg.Database, td.name+localSuffix, "{replica}")
 		if err != nil {
 			t.Fatal(err)
 		}
-		exec("CREATE TABLE " + c.localTable(td.name) + c.onCluster() + " (" + columnsDDL(td) + ") ENGINE = " + engine)
+		exec("CREATE TABLE " + c.cluster().localTable(td.name) + c.cluster().onCluster() + " (" + columnsDDL(td) + ") ENGINE = " + engine)
 		exec(fmt.Sprintf("CREATE TABLE %s%s (%s) ENGINE = Distributed('%s', '%s', '%s', sipHash64(variable_id))",
-			c.Table(td.name), c.onCluster(), columnsDDL(td), c.cfg.Cluster, c.cfg.Database, td.name+localSuffix))
+			c.Table(td.name), c.cluster().onCluster(), columnsDDL(td), c.cfg.Cluster, c.cfg.Database, td.name+localSuffix))
 	}
 	b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(TableSchemaMigrations)+" (version, applied_at)")
 	if err != nil {
@@ -141,10 +141,10 @@ func TestClusterLayoutOfSchemaVersion4IsMigratedAndStaysExact(t *testing.T) {
 	before := localCounts(t, cl, db)
 	devicesReplicas := replicaNames(t, c, TableDevices)
 
-	if err := c.Migrate(ctx); err != nil {
+	if err := c.Schema().Migrate(ctx); err != nil {
 		t.Fatalf("Migrate over a version 4 layout: %v", err)
 	}
-	if v, err := c.AppliedSchemaVersion(ctx); err != nil || v != SchemaVersion {
+	if v, err := c.Schema().AppliedSchemaVersion(ctx); err != nil || v != SchemaVersion {
 		t.Errorf("schema version %d (%v), want %d", v, err, SchemaVersion)
 	}
 	if got := replicaNames(t, c, TableDevices); got != devicesReplicas || got != "s1r1 s1r2 s2r1 s2r2" {
@@ -182,7 +182,7 @@ func TestClusterLayoutOfSchemaVersion4IsMigratedAndStaysExact(t *testing.T) {
 	for v := range 30 {
 		touched = append(touched, analyst.Range{VariableID: fmt.Sprintf("var-%02d", v), FromMs: 1_700_000_000_000, ToMs: 1_700_000_049_000, Loaded: true})
 	}
-	if err := c.Recompute(ctx, touched); err != nil {
+	if err := c.AnalystTables().Recompute(ctx, touched); err != nil {
 		t.Fatal(err)
 	}
 	exactlyOnce(t, cl, c, 1500)
@@ -228,7 +228,7 @@ func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testi
 		t.Fatal(err)
 	}
 	defer wrong.Close()
-	err = wrong.Migrate(ctx)
+	err = wrong.Schema().Migrate(ctx)
 	oneLine(err, "clickhouse.cluster")
 	if err != nil && !strings.Contains(err.Error(), "fleet_typo") {
 		t.Errorf("%v: want the configured name in it", err)
@@ -243,7 +243,7 @@ func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testi
 		t.Fatal(err)
 	}
 	defer bare.Close()
-	oneLine(bare.Migrate(ctx), "macros")
+	oneLine(bare.Schema().Migrate(ctx), "macros")
 	var count uint64
 	if err := bare.conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = 'never_created'").Scan(&count); err != nil || count != 0 {
 		t.Errorf("the database was created (%d, %v) by a refused migrate", count, err)
@@ -257,7 +257,7 @@ func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testi
 		t.Fatal(err)
 	}
 	defer tc.Close()
-	err = tc.Migrate(ctx)
+	err = tc.Schema().Migrate(ctx)
 	oneLine(err, "macros")
 	if err != nil && !strings.Contains(err.Error(), "both have {replica} r1") {
 		t.Errorf("%v: want it to name the {replica} both servers have", err)
@@ -277,13 +277,13 @@ func TestClusterMigrateRefusesAClusterItCannotUseBeforeCreatingAnything(t *testi
 	// longer has: both migrate and a cycle refuse.
 	db2 := chtest.ClusterDatabase(t, cl)
 	c := newClusterClient(t, cl, db2, nil)
-	if err := c.recordLayout(ctx, layout{1, 3}); err != nil {
+	if err := c.Schema().recordLayout(ctx, layout{1, 3}); err != nil {
 		t.Fatal(err)
 	}
-	err = c.Migrate(ctx)
+	err = c.Schema().Migrate(ctx)
 	oneLine(err, "remote_servers")
 	if err != nil && !strings.Contains(err.Error(), "[1 1]") {
 		t.Errorf("%v: want the cluster's weights [1 1] in it", err)
 	}
-	oneLine(c.EnsureSchema(ctx), "remote_servers")
+	oneLine(c.Schema().EnsureSchema(ctx), "remote_servers")
 }

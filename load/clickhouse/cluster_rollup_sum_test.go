@@ -62,7 +62,7 @@ func TestClusterTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T)
 				t.Errorf("%s: hourly row of %s: count %d, sum %v; want %d and 5.08e+06", path, id, count, sum, n)
 			}
 		}
-		rep, err := c.CheckRollups(ctx, from, to)
+		rep, err := c.AnalystTables().CheckRollups(ctx, from, to)
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -70,27 +70,27 @@ func TestClusterTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T)
 			t.Errorf("%s: the check compared %d hours and %d latest rows and found %+v; want %d, %d and no difference", path, rep.Hours, rep.Latest, rep.Diffs, len(ids), len(ids))
 		}
 	}
-	if err := c.Recompute(ctx, touched); err != nil {
+	if err := c.AnalystTables().Recompute(ctx, touched); err != nil {
 		t.Fatal(err)
 	}
 	check("cycle")
-	if k, err := c.Rebuild(ctx, from, to); err != nil || k != len(ids) {
+	if k, err := c.AnalystTables().Rebuild(ctx, from, to); err != nil || k != len(ids) {
 		t.Fatalf("Rebuild rebuilt %d variables (%v), want %d", k, err, len(ids))
 	}
 	check("rollup")
 	hourly := c.Table(TableHourly)
-	if err := c.Conn().Exec(ctx, "INSERT INTO "+hourly+" ("+hourlyColumns+c.keyColumn()+") SELECT variable_id, device_id, hour, count, sum + 64, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version + 1"+
-		c.keyColumn()+" FROM "+hourly+" FINAL"); err != nil {
+	if err := c.Conn().Exec(ctx, "INSERT INTO "+hourly+" ("+hourlyColumns+c.cluster().keyColumn()+") SELECT variable_id, device_id, hour, count, sum + 64, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version + 1"+
+		c.cluster().keyColumn()+" FROM "+hourly+" FINAL"); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := c.CheckRollups(ctx, from, to)
+	rep, err := c.AnalystTables().CheckRollups(ctx, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Diffs) != len(ids) {
 		t.Fatalf("the check found %+v, want the hour of each of %v 64 off", rep.Diffs, ids)
 	}
-	if err := c.RepairRollups(ctx, rep.Diffs); err != nil {
+	if err := c.AnalystTables().RepairRollups(ctx, rep.Diffs); err != nil {
 		t.Fatal(err)
 	}
 	check("verify --repair")

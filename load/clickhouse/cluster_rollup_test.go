@@ -150,7 +150,7 @@ func newRollupFixture(t *testing.T, cl *chserver.Cluster, shard int) *rollupFixt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.c.Close() })
-	if err := f.c.Migrate(ctx); err != nil {
+	if err := f.c.Schema().Migrate(ctx); err != nil {
 		t.Fatalf("Migrate on the cluster: %v", err)
 	}
 	f.id = variableOfShard(t, f.c, len(cl.Nodes), shard)
@@ -159,7 +159,7 @@ func newRollupFixture(t *testing.T, cl *chserver.Cluster, shard int) *rollupFixt
 	if err := f.c.Write(ctx, []*pipeline.Batch{first}); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.c.Recompute(ctx, []analyst.Range{firstRange}); err != nil {
+	if err := f.c.AnalystTables().Recompute(ctx, []analyst.Range{firstRange}); err != nil {
 		t.Fatal(err)
 	}
 	if got := localCounts(t, cl, f.db)[shard][f.id]; got != 40 {
@@ -262,7 +262,7 @@ func (f *rollupFixture) recomputeOrFail(c *Client, rng analyst.Range, named int,
 	t := f.t
 	t.Helper()
 	ctx := context.Background()
-	err := c.Recompute(ctx, []analyst.Range{rng})
+	err := c.AnalystTables().Recompute(ctx, []analyst.Range{rng})
 	heal()
 	if err != nil {
 		t.Logf("Recompute: %v", err)
@@ -271,7 +271,7 @@ func (f *rollupFixture) recomputeOrFail(c *Client, rng analyst.Range, named int,
 		}
 		// A fetch that failed meanwhile is retried with a backoff.
 		localCounts(t, f.cl, f.db)
-		if err := c.Recompute(ctx, []analyst.Range{rng}); err != nil {
+		if err := c.AnalystTables().Recompute(ctx, []analyst.Range{rng}); err != nil {
 			t.Fatalf("Recompute once both replicas hold every point: %v", err)
 		}
 	}
@@ -445,7 +445,7 @@ func TestClusterAPartLostWithItsReplicasDiskIsGivenUpAfterTheReplicaIsRestoredUn
 	// part is held by no replica that is up.
 	var lag *LaggingReplicaError
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(time.Second) {
-		err := f.c.Recompute(ctx, []analyst.Range{secondRange})
+		err := f.c.AnalystTables().Recompute(ctx, []analyst.Range{secondRange})
 		if !errors.As(err, &lag) {
 			t.Fatalf("Recompute with %s down: %v; want a *LaggingReplicaError", f.name(writer), err)
 		}
@@ -477,7 +477,7 @@ func TestClusterAPartLostWithItsReplicasDiskIsGivenUpAfterTheReplicaIsRestoredUn
 	}
 	start := time.Now()
 	for deadline := start.Add(3 * time.Minute); ; time.Sleep(2 * time.Second) {
-		err := f.c.Recompute(ctx, []analyst.Range{secondRange})
+		err := f.c.AnalystTables().Recompute(ctx, []analyst.Range{secondRange})
 		if err == nil {
 			break
 		}
@@ -507,27 +507,27 @@ func TestClusterVerifyRepairAndRebuildSeeTheirOwnWrites(t *testing.T) {
 	hourly := f.c.Table(TableHourly)
 	// One more point than the hour has, under a newer version: on
 	// whichever replica the Distributed table writes it.
-	if err := f.c.Conn().Exec(ctx, "INSERT INTO "+hourly+" ("+hourlyColumns+f.c.keyColumn()+") SELECT variable_id, device_id, hour, count + 1, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version + 1"+
-		f.c.keyColumn()+" FROM "+hourly+" FINAL WHERE variable_id = ?", f.id); err != nil {
+	if err := f.c.Conn().Exec(ctx, "INSERT INTO "+hourly+" ("+hourlyColumns+f.c.cluster().keyColumn()+") SELECT variable_id, device_id, hour, count + 1, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms, version + 1"+
+		f.c.cluster().keyColumn()+" FROM "+hourly+" FINAL WHERE variable_id = ?", f.id); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := f.c.CheckRollups(ctx, from, to)
+	rep, err := f.c.AnalystTables().CheckRollups(ctx, from, to)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(rep.Diffs) != 1 {
 		t.Fatalf("the check found %+v, want the corrupted hour of %s", rep.Diffs, f.id)
 	}
-	if err := f.c.RepairRollups(ctx, rep.Diffs); err != nil {
+	if err := f.c.AnalystTables().RepairRollups(ctx, rep.Diffs); err != nil {
 		t.Fatal(err)
 	}
-	if rep, err = f.c.CheckRollups(ctx, from, to); err != nil || len(rep.Diffs) > 0 {
+	if rep, err = f.c.AnalystTables().CheckRollups(ctx, from, to); err != nil || len(rep.Diffs) > 0 {
 		t.Fatalf("after the repair the check found %+v (%v)", rep.Diffs, err)
 	}
-	if n, err := f.c.Rebuild(ctx, from, to); err != nil || n != 1 {
+	if n, err := f.c.AnalystTables().Rebuild(ctx, from, to); err != nil || n != 1 {
 		t.Fatalf("Rebuild rebuilt %d variables (%v), want 1", n, err)
 	}
-	if rep, err = f.c.CheckRollups(ctx, from, to); err != nil || len(rep.Diffs) > 0 || rep.Hours != 1 || rep.Latest != 1 {
+	if rep, err = f.c.AnalystTables().CheckRollups(ctx, from, to); err != nil || len(rep.Diffs) > 0 || rep.Hours != 1 || rep.Latest != 1 {
 		t.Fatalf("after the rebuild the check found %+v over %d hours and %d latest rows (%v)", rep.Diffs, rep.Hours, rep.Latest, err)
 	}
 	checkRollupsOf(t, f.c, f.id)

@@ -38,7 +38,7 @@ func newClusterClient(t *testing.T, cl *chserver.Cluster, db string, addrs []str
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	if err := c.Migrate(context.Background()); err != nil {
+	if err := c.Schema().Migrate(context.Background()); err != nil {
 		t.Fatalf("Migrate on the cluster: %v", err)
 	}
 	return c
@@ -57,7 +57,7 @@ func onNode(t *testing.T, n *chserver.Server, db string) *Client {
 
 func nodeTables(t *testing.T, n *Client) map[string]string {
 	t.Helper()
-	engines, err := n.tableEngines(context.Background())
+	engines, err := n.Schema().tableEngines(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,10 +104,10 @@ func TestClusterMigrateCreatesEveryTableOnEveryNodeAndTwiceChangesNothing(t *tes
 	if before["schema_migrations rows"] != "1" {
 		t.Errorf("schema_migrations holds %s rows, want 1", before["schema_migrations rows"])
 	}
-	if err := c.Migrate(ctx); err != nil {
+	if err := c.Schema().Migrate(ctx); err != nil {
 		t.Fatalf("second Migrate: %v", err)
 	}
-	if err := c.EnsureSchema(ctx); err != nil {
+	if err := c.Schema().EnsureSchema(ctx); err != nil {
 		t.Fatalf("EnsureSchema after Migrate: %v", err)
 	}
 	after := ddl()
@@ -129,7 +129,7 @@ func TestClusterMigrateRefusesToMixSingleServerAndClusterTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer plain.Close()
-	if err := plain.Migrate(ctx); err != nil {
+	if err := plain.Schema().Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
 	clustered, err := Open(ctx, Config{Addr: []string{cl.Nodes[0][0].Addr()}, Database: single, Cluster: cl.Name()}, nil, prometheus.NewRegistry())
@@ -138,7 +138,7 @@ func TestClusterMigrateRefusesToMixSingleServerAndClusterTables(t *testing.T) {
 	}
 	defer clustered.Close()
 	var le *LayoutError
-	for name, fn := range map[string]func(context.Context) error{"Migrate": clustered.Migrate, "EnsureSchema": clustered.EnsureSchema} {
+	for name, fn := range map[string]func(context.Context) error{"Migrate": clustered.Schema().Migrate, "EnsureSchema": clustered.Schema().EnsureSchema} {
 		err := fn(ctx)
 		if !errors.As(err, &le) || !strings.Contains(err.Error(), "clickhouse.cluster") || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s with a cluster over single-server tables: %v, want a one-line *LayoutError naming clickhouse.cluster", name, err)
@@ -153,7 +153,7 @@ func TestClusterMigrateRefusesToMixSingleServerAndClusterTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unset.Close()
-	if err := unset.Migrate(ctx); !errors.As(err, &le) || !strings.Contains(err.Error(), "clickhouse.cluster is empty") {
+	if err := unset.Schema().Migrate(ctx); !errors.As(err, &le) || !strings.Contains(err.Error(), "clickhouse.cluster is empty") {
 		t.Errorf("Migrate without a cluster over cluster tables: %v, want a *LayoutError saying clickhouse.cluster is empty", err)
 	}
 }
@@ -262,7 +262,7 @@ func TestClusterWritesKeepEachVariableOnOneShardAndNeverTakeAReReadForARetry(t *
 	// receiving the insert; FINAL collapses it either way.
 	version := c.NextVersion()
 	sc := new(scratch)
-	place, err := c.placementFor(ctx)
+	place, err := c.cluster().placementFor(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -88,7 +88,7 @@ import (
 // returns a *LaggingReplicaError; it returns one at once when a part is
 // held by no replica that is up. On one server it runs read once, as it
 // is, at no cost.
-func (c *Client) readReplicated(ctx context.Context, read func(ctx context.Context) error, tables ...string) error {
+func (c cluster) readReplicated(ctx context.Context, read func(ctx context.Context) error, tables ...string) error {
 	if !c.clustered() {
 		return read(ctx)
 	}
@@ -198,7 +198,7 @@ type fetch struct{ part, source string }
 // shard: the path of migrateClusterTable with the server's macros
 // substituted, and {shard} matched against the nodes ZooKeeper has. It
 // adds each path's {shard} value to names.
-func (c *Client) shardPaths(ctx context.Context, name string, names map[string]string) ([]string, error) {
+func (c cluster) shardPaths(ctx context.Context, name string, names map[string]string) ([]string, error) {
 	tmpl := strings.TrimRight(c.cfg.ZookeeperPath, "/") + "/" + c.cfg.Database + "/" + c.cfg.TablePrefix + name + localSuffix
 	rows, err := c.conn.Query(ctx, "SELECT macro, substitution FROM system.macros")
 	if err != nil {
@@ -262,7 +262,7 @@ func (c *Client) shardPaths(ctx context.Context, name string, names map[string]s
 // replicaStates reads every replica of shards from ZooKeeper: whether it
 // is up (and since when), its log pointer, then its queue, in that
 // order, so that no fetch it pulls meanwhile is missed by both.
-func (c *Client) replicaStates(ctx context.Context, shards []string) ([]replica, error) {
+func (c cluster) replicaStates(ctx context.Context, shards []string) ([]replica, error) {
 	names, err := c.zkChildren(ctx, mapPaths(shards, "/replicas"))
 	if err != nil {
 		return nil, err
@@ -306,7 +306,7 @@ func (c *Client) replicaStates(ctx context.Context, shards []string) ([]replica,
 
 // shardLogs reads the log of every shard: the fetches it asks of the
 // replicas, by log index.
-func (c *Client) shardLogs(ctx context.Context, shards []string) (map[string]map[int64]fetch, error) {
+func (c cluster) shardLogs(ctx context.Context, shards []string) (map[string]map[int64]fetch, error) {
 	logs, err := c.zkChildren(ctx, mapPaths(shards, "/log"))
 	if err != nil {
 		return nil, err
@@ -346,7 +346,7 @@ func parseFetch(entry string) (fetch, bool) {
 // looking again with a growing pause, for at most wait; a part no replica
 // that is up holds ends the wait at once. It returns the replicas as they
 // were when they had caught up.
-func (c *Client) awaitCaughtUp(ctx context.Context, shards []string, wait time.Duration) ([]replica, error) {
+func (c cluster) awaitCaughtUp(ctx context.Context, shards []string, wait time.Duration) ([]replica, error) {
 	deadline := time.Now().Add(wait)
 	first, err := c.replicaStates(ctx, shards)
 	if err != nil {
@@ -487,7 +487,7 @@ type zkNode struct {
 
 // zkChildren lists the children of every node of paths, with their values,
 // in one query (18.16's system.zookeeper takes one path a SELECT).
-func (c *Client) zkChildren(ctx context.Context, paths []string) (map[string][]zkNode, error) {
+func (c cluster) zkChildren(ctx context.Context, paths []string) (map[string][]zkNode, error) {
 	out := map[string][]zkNode{}
 	if len(paths) == 0 {
 		return out, nil

@@ -17,8 +17,8 @@ import (
 
 // The warehouse sides of the metadata and event-log stages.
 var (
-	_ pipeline.RefreshStore   = (*Client)(nil)
-	_ pipeline.EventLogWriter = (*Client)(nil)
+	_ pipeline.RefreshStore   = (*Metadata)(nil)
+	_ pipeline.EventLogWriter = (*Metadata)(nil)
 )
 
 // Membership changes recorded in device_group_member_changes.
@@ -27,41 +27,13 @@ const (
 	ChangeRemoved = "removed"
 )
 
-// InsertRows appends n rows, row(i) giving the values of row i in the order
-// of columns, as one INSERT into table (retried as a whole). The metadata
-// tables and the state store's small tables are written this way.
-func (c *Client) InsertRows(ctx context.Context, table, columns string, n int, row func(i int) []any) error {
-	if n == 0 {
-		return nil
-	}
-	query := "INSERT INTO " + c.Table(table) + " (" + columns + ")"
-	err := c.Retry(ctx, table, func(ctx context.Context) error {
-		b, err := c.conn.PrepareBatch(ctx, query)
-		if err != nil {
-			return err
-		}
-		defer b.Abort()
-		for i := range n {
-			if err := b.Append(row(i)...); err != nil {
-				return fmt.Errorf("row %d: %w", i, err)
-			}
-		}
-		return b.Send()
-	})
-	if err != nil {
-		return fmt.Errorf("insert %d rows into %s: %w", n, c.Table(table), err)
-	}
-	c.metrics.rows.WithLabelValues(table).Add(float64(n))
-	return nil
-}
-
 // markMissingDeleted flags as deleted every live row of table (cols are its
 // columns up to created_at; it has deleted, synced_at and version) whose id
 // is not in keep. The server copies the rows itself.
-func (c *Client) markMissingDeleted(ctx context.Context, table, cols string, keep []string, at time.Time) error {
-	version := c.NextVersion()
+func (c *Metadata) markMissingDeleted(ctx context.Context, table, cols string, keep []string, at time.Time) error {
+	version := c.nextVersion()
 	query := fmt.Sprintf("INSERT INTO %s (%s, deleted, synced_at, version) SELECT %s, 1, toDateTime(%d, 'UTC'), toUInt64(%d) FROM %s FINAL WHERE deleted = 0",
-		c.Table(table), cols, cols, clampTime(at).Unix(), version, c.Table(table))
+		c.table(table), cols, cols, clampTime(at).Unix(), version, c.table(table))
 	var args []any
 	if len(keep) > 0 {
 		// An empty array literal has no element type on 18.16, so the
@@ -69,53 +41,53 @@ func (c *Client) markMissingDeleted(ctx context.Context, table, cols string, kee
 		query += " AND NOT has(?, id)"
 		args = append(args, keep)
 	}
-	err := c.Retry(ctx, table, func(ctx context.Context) error { return c.conn.Exec(ctx, query, args...) })
+	err := c.retry(ctx, table, func(ctx context.Context) error { return c.conn.Exec(ctx, query, args...) })
 	if err != nil {
-		return fmt.Errorf("mark rows of %s missing from the snapshot deleted: %w", c.Table(table), err)
+		return fmt.Errorf("mark rows of %s missing from the snapshot deleted: %w", c.table(table), err)
 	}
 	return nil
 }
 
 // LiveDevices returns the organization_id of every device not marked
 // deleted in the latest snapshot, by device id.
-func (c *Client) LiveDevices(ctx context.Context) (map[string]string, error) {
-	rows, err := c.conn.Query(ctx, "SELECT id, organization_id FROM "+c.Table(TableDevices)+" FINAL WHERE deleted = 0")
+func (c *Metadata) LiveDevices(ctx context.Context) (map[string]string, error) {
+	rows, err := c.conn.Query(ctx, "SELECT id, organization_id FROM "+c.table(TableDevices)+" FINAL WHERE deleted = 0")
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Table(TableDevices), err)
+		return nil, fmt.Errorf("read %s: %w", c.table(TableDevices), err)
 	}
 	defer rows.Close()
 	out := map[string]string{}
 	for rows.Next() {
 		var id, org string
 		if err := rows.Scan(&id, &org); err != nil {
-			return nil, fmt.Errorf("read %s: %w", c.Table(TableDevices), err)
+			return nil, fmt.Errorf("read %s: %w", c.table(TableDevices), err)
 		}
 		out[id] = org
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Table(TableDevices), err)
+		return nil, fmt.Errorf("read %s: %w", c.table(TableDevices), err)
 	}
 	return out, nil
 }
 
 // MarkDevicesDeleted flags devices deleted in the source (see MarkDeleted).
-func (c *Client) MarkDevicesDeleted(ctx context.Context, ids []string) error {
+func (c *Metadata) MarkDevicesDeleted(ctx context.Context, ids []string) error {
 	return c.MarkDeleted(ctx, TableDevices, ids)
 }
 
 // MarkVariablesDeleted flags variables deleted in the source (see
 // MarkDeleted).
-func (c *Client) MarkVariablesDeleted(ctx context.Context, ids []string) error {
+func (c *Metadata) MarkVariablesDeleted(ctx context.Context, ids []string) error {
 	return c.MarkDeleted(ctx, TableVariables, ids)
 }
 
 // WriteOrganizations stores the complete list of organizations (deleted =
 // 0) and flags the stored ones missing from it as deleted.
-func (c *Client) WriteOrganizations(ctx context.Context, orgs []pipeline.Organization, syncedAt time.Time) error {
-	version := c.NextVersion()
+func (c *Metadata) WriteOrganizations(ctx context.Context, orgs []pipeline.Organization, syncedAt time.Time) error {
+	version := c.nextVersion()
 	synced := clampTime(syncedAt)
 	ids := make([]string, len(orgs))
-	err := c.InsertRows(ctx, TableOrganizations, "id, label, name, url, created_at, deleted, synced_at, version", len(orgs), func(i int) []any {
+	err := c.insertRows(ctx, TableOrganizations, "id, label, name, url, created_at, deleted, synced_at, version", len(orgs), func(i int) []any {
 		o := orgs[i]
 		ids[i] = o.ID
 		return []any{o.ID, o.Label, o.Name, o.URL, clampTime(o.CreatedAt), uint8(0), synced, version}
@@ -129,10 +101,10 @@ func (c *Client) WriteOrganizations(ctx context.Context, orgs []pipeline.Organiz
 type memberKey struct{ group, device string }
 
 // currentMembers reads the current membership with each row's joined_at.
-func (c *Client) currentMembers(ctx context.Context) (map[memberKey]time.Time, error) {
-	rows, err := c.conn.Query(ctx, "SELECT group_id, device_id, joined_at FROM "+c.Table(TableDeviceGroupMembers)+" FINAL WHERE removed = 0")
+func (c *Metadata) currentMembers(ctx context.Context) (map[memberKey]time.Time, error) {
+	rows, err := c.conn.Query(ctx, "SELECT group_id, device_id, joined_at FROM "+c.table(TableDeviceGroupMembers)+" FINAL WHERE removed = 0")
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Table(TableDeviceGroupMembers), err)
+		return nil, fmt.Errorf("read %s: %w", c.table(TableDeviceGroupMembers), err)
 	}
 	defer rows.Close()
 	out := map[memberKey]time.Time{}
@@ -140,12 +112,12 @@ func (c *Client) currentMembers(ctx context.Context) (map[memberKey]time.Time, e
 		var k memberKey
 		var joined time.Time
 		if err := rows.Scan(&k.group, &k.device, &joined); err != nil {
-			return nil, fmt.Errorf("read %s: %w", c.Table(TableDeviceGroupMembers), err)
+			return nil, fmt.Errorf("read %s: %w", c.table(TableDeviceGroupMembers), err)
 		}
 		out[k] = joined
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Table(TableDeviceGroupMembers), err)
+		return nil, fmt.Errorf("read %s: %w", c.table(TableDeviceGroupMembers), err)
 	}
 	return out, nil
 }
@@ -166,15 +138,15 @@ type memberRow struct {
 // stored membership go to device_group_member_changes first, so a failure
 // between the two inserts repeats a change in the history rather than
 // losing it.
-func (c *Client) WriteDeviceGroups(ctx context.Context, groups []pipeline.DeviceGroup, syncedAt time.Time) error {
+func (c *Metadata) WriteDeviceGroups(ctx context.Context, groups []pipeline.DeviceGroup, syncedAt time.Time) error {
 	prev, err := c.currentMembers(ctx)
 	if err != nil {
 		return err
 	}
-	version := c.NextVersion()
+	version := c.nextVersion()
 	synced := clampTime(syncedAt)
 	ids := make([]string, len(groups))
-	err = c.InsertRows(ctx, TableDeviceGroups, "id, label, name, url, organization_id, tags, created_at, deleted, synced_at, version", len(groups), func(i int) []any {
+	err = c.insertRows(ctx, TableDeviceGroups, "id, label, name, url, organization_id, tags, created_at, deleted, synced_at, version", len(groups), func(i int) []any {
 		g := groups[i]
 		ids[i] = g.ID
 		tags := g.Tags
@@ -225,14 +197,14 @@ func (c *Client) WriteDeviceGroups(ctx context.Context, groups []pipeline.Device
 		}
 		return changes[i].device < changes[j].device
 	})
-	err = c.InsertRows(ctx, TableDeviceGroupChanges, "group_id, device_id, change, at, version", len(changes), func(i int) []any {
+	err = c.insertRows(ctx, TableDeviceGroupChanges, "group_id, device_id, change, at, version", len(changes), func(i int) []any {
 		ch := changes[i]
 		return []any{ch.group, ch.device, ch.what, synced, version}
 	})
 	if err != nil {
 		return err
 	}
-	return c.InsertRows(ctx, TableDeviceGroupMembers, "group_id, device_id, removed, joined_at, snapshot_at, version", len(members), func(i int) []any {
+	return c.insertRows(ctx, TableDeviceGroupMembers, "group_id, device_id, removed, joined_at, snapshot_at, version", len(members), func(i int) []any {
 		m := members[i]
 		return []any{m.group, m.device, m.removed, clampTime(m.joined), synced, version}
 	})
@@ -240,10 +212,10 @@ func (c *Client) WriteDeviceGroups(ctx context.Context, groups []pipeline.Device
 
 // WriteEventLogs stores event logs. A log stored twice (a retry, a crash
 // before its event's mark was committed) is one row under FINAL.
-func (c *Client) WriteEventLogs(ctx context.Context, logs []pipeline.EventLog) error {
-	version := c.NextVersion()
+func (c *Metadata) WriteEventLogs(ctx context.Context, logs []pipeline.EventLog) error {
+	version := c.nextVersion()
 	now := time.Now().UTC()
-	return c.InsertRows(ctx, TableEventLogs, "event, id, created_at, created_at_us, log, synced_at, version", len(logs), func(i int) []any {
+	return c.insertRows(ctx, TableEventLogs, "event, id, created_at, created_at_us, log, synced_at, version", len(logs), func(i int) []any {
 		l := logs[i]
 		var us int64
 		if !l.CreatedAt.IsZero() {

@@ -54,12 +54,12 @@ func TestWriteDeviceGroupsKeepsTheCurrentMembershipAndItsHistory(t *testing.T) {
 		{ID: "g1", Label: "north", Organization: "o1", Tags: []string{"x"}, CreatedAt: t1, Members: []string{"A", "B"}},
 		{ID: "g2", Label: "south", Organization: "o1", Members: []string{"C"}},
 	}
-	if err := c.WriteDeviceGroups(ctx, first, t1); err != nil {
+	if err := c.Metadata().WriteDeviceGroups(ctx, first, t1); err != nil {
 		t.Fatal(err)
 	}
 	// A leaves g1, D joins it, g2 is deleted in the source.
 	second := []pipeline.DeviceGroup{{ID: "g1", Label: "north-renamed", Organization: "o1", Tags: []string{"x", "y"}, CreatedAt: t1, Members: []string{"B", "D"}}}
-	if err := c.WriteDeviceGroups(ctx, second, t2); err != nil {
+	if err := c.Metadata().WriteDeviceGroups(ctx, second, t2); err != nil {
 		t.Fatal(err)
 	}
 	current := queryStrings(t, c, "SELECT group_id, device_id, toString(joined_at) FROM "+c.Table(TableDeviceGroupMembers)+" FINAL WHERE removed = 0")
@@ -83,7 +83,7 @@ func TestWriteDeviceGroupsKeepsTheCurrentMembershipAndItsHistory(t *testing.T) {
 		t.Fatalf("membership history %q, want %q", history, want)
 	}
 	// The same snapshot again changes nothing in the history.
-	if err := c.WriteDeviceGroups(ctx, second, t2.Add(5*time.Minute)); err != nil {
+	if err := c.Metadata().WriteDeviceGroups(ctx, second, t2.Add(5*time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	if again := queryStrings(t, c, "SELECT toString(at), group_id, device_id, change FROM "+c.Table(TableDeviceGroupChanges)+" FINAL"); !reflect.DeepEqual(again, want) {
@@ -98,13 +98,13 @@ func TestDeletedFlagsHoldUnderFinalWithAFilter(t *testing.T) {
 	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	now := time.Now()
-	if err := c.WriteDevices(ctx, []pipeline.Device{{ID: "A", Organization: "o1"}, {ID: "B", Organization: "o2"}}, now); err != nil {
+	if err := c.Metadata().WriteDevices(ctx, []pipeline.Device{{ID: "A", Organization: "o1"}, {ID: "B", Organization: "o2"}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.MarkDevicesDeleted(ctx, []string{"B"}); err != nil {
+	if err := c.Metadata().MarkDevicesDeleted(ctx, []string{"B"}); err != nil {
 		t.Fatal(err)
 	}
-	live, err := c.LiveDevices(ctx)
+	live, err := c.Metadata().LiveDevices(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,10 +112,10 @@ func TestDeletedFlagsHoldUnderFinalWithAFilter(t *testing.T) {
 		t.Fatalf("LiveDevices = %v, want %v", live, want)
 	}
 	// Written again (it came back in the source): live again.
-	if err := c.WriteDevices(ctx, []pipeline.Device{{ID: "B", Organization: "o2"}}, now); err != nil {
+	if err := c.Metadata().WriteDevices(ctx, []pipeline.Device{{ID: "B", Organization: "o2"}}, now); err != nil {
 		t.Fatal(err)
 	}
-	if live, _ := c.LiveDevices(ctx); len(live) != 2 {
+	if live, _ := c.Metadata().LiveDevices(ctx); len(live) != 2 {
 		t.Fatalf("a device written after being marked deleted is not live: %v", live)
 	}
 }
@@ -125,17 +125,17 @@ func TestWriteOrganizationsMarksTheMissingOnesDeleted(t *testing.T) {
 	ctx := context.Background()
 	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
 	orgs := []pipeline.Organization{{ID: "o1", Label: "org-00", Name: "Org 0", CreatedAt: created}, {ID: "o2", Label: "org-01"}}
-	if err := c.WriteOrganizations(ctx, orgs, time.Now()); err != nil {
+	if err := c.Metadata().WriteOrganizations(ctx, orgs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.WriteOrganizations(ctx, orgs[:1], time.Now()); err != nil {
+	if err := c.Metadata().WriteOrganizations(ctx, orgs[:1], time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	got := queryStrings(t, c, "SELECT id, label, name, toString(toUnixTimestamp(created_at)), toString(deleted) FROM "+c.Table(TableOrganizations)+" FINAL")
 	if want := []string{fmt.Sprintf("o1|org-00|Org 0|%d|0", created.Unix()), "o2|org-01||0|1"}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("organizations %q, want %q", got, want)
 	}
-	if err := c.WriteOrganizations(ctx, nil, time.Now()); err != nil {
+	if err := c.Metadata().WriteOrganizations(ctx, nil, time.Now()); err != nil {
 		t.Fatalf("an empty organization list: %v", err)
 	}
 	if got := queryStrings(t, c, "SELECT id FROM "+c.Table(TableOrganizations)+" FINAL WHERE deleted = 0"); len(got) != 0 {
@@ -152,7 +152,7 @@ func TestEventLogsRoundTrip(t *testing.T) {
 		{Event: "~overheat", ID: "l2", CreatedAt: ts, Raw: []byte(`{"id":"l2"}`)},
 	}
 	for range 2 { // a retried write leaves one row per log
-		if err := c.WriteEventLogs(ctx, logs); err != nil {
+		if err := c.Metadata().WriteEventLogs(ctx, logs); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,7 +171,7 @@ func TestEventLogsRoundTrip(t *testing.T) {
 func writeChangedVariables(t *testing.T, c *Client, at time.Time, hash func(string) idHash, pages ...[]pipeline.Variable) pipeline.MetadataDiff {
 	t.Helper()
 	ctx := context.Background()
-	ch, err := c.changedVariables(ctx, at, hash)
+	ch, err := c.Metadata().changedVariables(ctx, at, hash)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +213,7 @@ func TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows(t *testing.T) {
 	}
 	write := func(ds []pipeline.Device, vs []pipeline.Variable) (dd, vd pipeline.MetadataDiff) {
 		t.Helper()
-		dd, err := c.WriteChangedDevices(ctx, ds, t1)
+		dd, err := c.Metadata().WriteChangedDevices(ctx, ds, t1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +248,7 @@ func TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows(t *testing.T) {
 	}
 
 	// Deleted, changed by hand, or gone from the table: written again.
-	if err := c.MarkVariablesDeleted(ctx, []string{"A1"}); err != nil {
+	if err := c.Metadata().MarkVariablesDeleted(ctx, []string{"A1"}); err != nil {
 		t.Fatal(err)
 	}
 	// A hand-made row of B1 that replaces the stored one and is older
@@ -309,11 +309,11 @@ func TestChangedVariablesComparesEachVariableWithItsOwnStoredRow(t *testing.T) {
 				dev := fmt.Sprintf("D%d", i%2)
 				stored = append(stored, pipeline.Variable{ID: fmt.Sprintf("V%d", i), DeviceID: dev, DeviceLabel: "dev-" + dev, Label: fmt.Sprintf("var-%d", i)})
 			}
-			if err := c.WriteVariables(ctx, stored, t1); err != nil {
+			if err := c.Metadata().WriteVariables(ctx, stored, t1); err != nil {
 				t.Fatal(err)
 			}
 			changed := func(v pipeline.Variable) pipeline.Variable { v.Label += "-renamed"; return v }
-			ch, err := c.changedVariables(ctx, t1.Add(time.Minute), tc.hash)
+			ch, err := c.Metadata().changedVariables(ctx, t1.Add(time.Minute), tc.hash)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -337,7 +337,7 @@ func TestChangedVariablesComparesEachVariableWithItsOwnStoredRow(t *testing.T) {
 				t.Errorf("the walk wrote %d variables, want 4 (V6 twice, V9, N1)", written)
 			}
 			// Another writer's row, inserted after the walk began.
-			if err := c.WriteVariables(ctx, []pipeline.Variable{{ID: "N2", DeviceID: "D1"}}, t1); err != nil {
+			if err := c.Metadata().WriteVariables(ctx, []pipeline.Variable{{ID: "N2", DeviceID: "D1"}}, t1); err != nil {
 				t.Fatal(err)
 			}
 			missing, err := ch.Missing(ctx)
@@ -361,10 +361,10 @@ func TestChangedVariablesAfterAWalkThatWasNotGivenAnything(t *testing.T) {
 	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	vars := []pipeline.Variable{{ID: "A1", DeviceID: "A"}, {ID: "A2", DeviceID: "A"}, {ID: "B1", DeviceID: "B"}}
-	if err := c.WriteVariables(ctx, vars, time.Now()); err != nil {
+	if err := c.Metadata().WriteVariables(ctx, vars, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.MarkVariablesDeleted(ctx, []string{"A2"}); err != nil {
+	if err := c.Metadata().MarkVariablesDeleted(ctx, []string{"A2"}); err != nil {
 		t.Fatal(err)
 	}
 	diff := writeChangedVariables(t, c, time.Now(), oneKey)
@@ -383,7 +383,7 @@ func TestChangedVariablesReadsTheTableAgainOnlyWhenARowWasNotShown(t *testing.T)
 	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	vars := []pipeline.Variable{{ID: "A1", DeviceID: "A"}, {ID: "A2", DeviceID: "A"}, {ID: "B1", DeviceID: "B"}}
-	if err := c.WriteVariables(ctx, vars, time.Now()); err != nil {
+	if err := c.Metadata().WriteVariables(ctx, vars, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	cancelled, cancel := context.WithCancel(ctx)
@@ -392,7 +392,7 @@ func TestChangedVariablesReadsTheTableAgainOnlyWhenARowWasNotShown(t *testing.T)
 		walk    []pipeline.Variable
 		readErr bool
 	}{{vars, false}, {vars[:2], true}} {
-		ch, err := c.changedVariables(ctx, time.Now(), newIDHash())
+		ch, err := c.Metadata().changedVariables(ctx, time.Now(), newIDHash())
 		if err != nil {
 			t.Fatal(err)
 		}

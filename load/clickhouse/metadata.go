@@ -17,17 +17,23 @@ import (
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
+// Metadata stores what the service says of the fleet beside its points:
+// devices and variables (this file), organizations, device groups and
+// event logs (fleet.go). It is the pipeline's RefreshStore and
+// EventLogWriter (Client.Metadata).
+type Metadata struct{ *pool }
+
 // WriteDevices stores the snapshot of devices (deleted = 0) with synced_at,
 // replacing earlier snapshots of the same ids.
-func (c *Client) WriteDevices(ctx context.Context, devices []pipeline.Device, syncedAt time.Time) error {
+func (c *Metadata) WriteDevices(ctx context.Context, devices []pipeline.Device, syncedAt time.Time) error {
 	if len(devices) == 0 {
 		return nil
 	}
-	version := c.NextVersion()
+	version := c.nextVersion()
 	synced := clampTime(syncedAt)
-	query := "INSERT INTO " + c.Table(TableDevices) +
+	query := "INSERT INTO " + c.table(TableDevices) +
 		" (id, label, name, description, url, properties, tags, organization_id, created_at, last_activity_ms, deleted, synced_at, version)"
-	err := c.Retry(ctx, TableDevices, func(ctx context.Context) error {
+	err := c.retry(ctx, TableDevices, func(ctx context.Context) error {
 		b, err := c.conn.PrepareBatch(ctx, query)
 		if err != nil {
 			return err
@@ -46,7 +52,7 @@ func (c *Client) WriteDevices(ctx context.Context, devices []pipeline.Device, sy
 		return b.Send()
 	})
 	if err != nil {
-		return fmt.Errorf("insert %d devices into %s: %w", len(devices), c.Table(TableDevices), err)
+		return fmt.Errorf("insert %d devices into %s: %w", len(devices), c.table(TableDevices), err)
 	}
 	c.metrics.rows.WithLabelValues(TableDevices).Add(float64(len(devices)))
 	return nil
@@ -55,15 +61,15 @@ func (c *Client) WriteDevices(ctx context.Context, devices []pipeline.Device, sy
 // WriteVariables stores the snapshot of variables (deleted = 0) with
 // synced_at, replacing earlier snapshots of the same ids. color is the
 // `_color` key of the variable's properties, the display colour.
-func (c *Client) WriteVariables(ctx context.Context, vars []pipeline.Variable, syncedAt time.Time) error {
+func (c *Metadata) WriteVariables(ctx context.Context, vars []pipeline.Variable, syncedAt time.Time) error {
 	if len(vars) == 0 {
 		return nil
 	}
-	version := c.NextVersion()
+	version := c.nextVersion()
 	synced := clampTime(syncedAt)
-	query := "INSERT INTO " + c.Table(TableVariables) +
+	query := "INSERT INTO " + c.table(TableVariables) +
 		" (id, device_id, device_label, label, name, properties, color, created_at, last_activity_ms, deleted, synced_at, version)"
-	err := c.Retry(ctx, TableVariables, func(ctx context.Context) error {
+	err := c.retry(ctx, TableVariables, func(ctx context.Context) error {
 		b, err := c.conn.PrepareBatch(ctx, query)
 		if err != nil {
 			return err
@@ -78,7 +84,7 @@ func (c *Client) WriteVariables(ctx context.Context, vars []pipeline.Variable, s
 		return b.Send()
 	})
 	if err != nil {
-		return fmt.Errorf("insert %d variables into %s: %w", len(vars), c.Table(TableVariables), err)
+		return fmt.Errorf("insert %d variables into %s: %w", len(vars), c.table(TableVariables), err)
 	}
 	c.metrics.rows.WithLabelValues(TableVariables).Add(float64(len(vars)))
 	return nil
@@ -88,7 +94,7 @@ func (c *Client) WriteVariables(ctx context.Context, vars []pipeline.Variable, s
 // TableVariables) as deleted = 1 by inserting a newer copy of each current
 // row; rows already flagged or unknown ids are left alone. The server copies
 // the rows itself (INSERT ... SELECT), so nothing travels back and forth.
-func (c *Client) MarkDeleted(ctx context.Context, table string, ids []string) error {
+func (c *Metadata) MarkDeleted(ctx context.Context, table string, ids []string) error {
 	var cols string
 	switch table {
 	case TableDevices:
@@ -101,15 +107,15 @@ func (c *Client) MarkDeleted(ctx context.Context, table string, ids []string) er
 	const perStatement = 1000
 	for start := 0; start < len(ids); start += perStatement {
 		part := ids[start:min(start+perStatement, len(ids))]
-		version := c.NextVersion()
+		version := c.nextVersion()
 		now := time.Now().Unix()
 		query := fmt.Sprintf("INSERT INTO %s (%s, deleted, synced_at, version) SELECT %s, 1, toDateTime(%d, 'UTC'), toUInt64(%d) FROM %s FINAL WHERE has(?, id) AND deleted = 0",
-			c.Table(table), cols, cols, now, version, c.Table(table))
-		err := c.Retry(ctx, table, func(ctx context.Context) error {
+			c.table(table), cols, cols, now, version, c.table(table))
+		err := c.retry(ctx, table, func(ctx context.Context) error {
 			return c.conn.Exec(ctx, query, part)
 		})
 		if err != nil {
-			return fmt.Errorf("mark %d ids deleted in %s: %w", len(part), c.Table(table), err)
+			return fmt.Errorf("mark %d ids deleted in %s: %w", len(part), c.table(table), err)
 		}
 	}
 	return nil
@@ -329,7 +335,7 @@ func (x *storedIndex) wasSeen(i int) bool { return x.seen[i/64]&(1<<(i%64)) != 0
 // change by change against a storedIndex read when it began. Its Write
 // and Missing implement pipeline.VariableChanges.
 type changes[T any] struct {
-	c         *Client
+	c         *Metadata
 	table     string
 	deviceCol string // what Missing names each row's device by
 	id        func(T) string
@@ -346,7 +352,7 @@ type changes[T any] struct {
 // changedDevices and changedVariables begin a walk's changes of their
 // table; hash is the index's, injectable so that tests can force
 // collisions.
-func (c *Client) changedDevices(ctx context.Context, syncedAt time.Time, hash func(string) idHash) (*changes[pipeline.Device], error) {
+func (c *Metadata) changedDevices(ctx context.Context, syncedAt time.Time, hash func(string) idHash) (*changes[pipeline.Device], error) {
 	ch := &changes[pipeline.Device]{c: c, table: TableDevices, deviceCol: "''",
 		id: func(d pipeline.Device) string { return d.ID },
 		fp: (*fingerprint).device,
@@ -356,7 +362,7 @@ func (c *Client) changedDevices(ctx context.Context, syncedAt time.Time, hash fu
 	return ch, ch.read(ctx, deviceFingerprintSQL, hash)
 }
 
-func (c *Client) changedVariables(ctx context.Context, syncedAt time.Time, hash func(string) idHash) (*changes[pipeline.Variable], error) {
+func (c *Metadata) changedVariables(ctx context.Context, syncedAt time.Time, hash func(string) idHash) (*changes[pipeline.Variable], error) {
 	ch := &changes[pipeline.Variable]{c: c, table: TableVariables, deviceCol: "device_id",
 		id: func(v pipeline.Variable) string { return v.ID },
 		fp: (*fingerprint).variable,
@@ -370,7 +376,7 @@ func (c *Client) changedVariables(ctx context.Context, syncedAt time.Time, hash 
 // streamed by one query.
 func (ch *changes[T]) read(ctx context.Context, fpExpr string, hash func(string) idHash) error {
 	ch.x = storedIndex{hash: hash}
-	query := "SELECT id, " + fpExpr + " FROM " + ch.c.Table(ch.table) + " FINAL WHERE deleted = 0"
+	query := "SELECT id, " + fpExpr + " FROM " + ch.c.table(ch.table) + " FINAL WHERE deleted = 0"
 	err := func() error {
 		rows, err := ch.c.conn.Query(ctx, query)
 		if err != nil {
@@ -388,7 +394,7 @@ func (ch *changes[T]) read(ctx context.Context, fpExpr string, hash func(string)
 		return rows.Err()
 	}()
 	if err != nil {
-		return fmt.Errorf("read the fingerprints of %s: %w", ch.c.Table(ch.table), err)
+		return fmt.Errorf("read the fingerprints of %s: %w", ch.c.table(ch.table), err)
 	}
 	ch.x.seal()
 	return nil
@@ -459,7 +465,7 @@ func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error)
 		return nil, err
 	}
 	var missing []pipeline.StoredRef
-	query := "SELECT id, " + ch.deviceCol + " FROM " + ch.c.Table(ch.table) + " FINAL WHERE deleted = 0"
+	query := "SELECT id, " + ch.deviceCol + " FROM " + ch.c.table(ch.table) + " FINAL WHERE deleted = 0"
 	err = func() error {
 		rows, err := ch.c.conn.Query(ctx, query)
 		if err != nil {
@@ -482,7 +488,7 @@ func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error)
 		return rows.Err()
 	}()
 	if err != nil {
-		return nil, fmt.Errorf("list the live rows of %s: %w", ch.c.Table(ch.table), err)
+		return nil, fmt.Errorf("list the live rows of %s: %w", ch.c.table(ch.table), err)
 	}
 	return missing, nil
 }
@@ -490,7 +496,7 @@ func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error)
 // WriteChangedDevices stores the devices whose live row is missing or
 // differs and returns the live rows devices lacks: the whole of a walk's
 // changes at once, since a fleet has few devices.
-func (c *Client) WriteChangedDevices(ctx context.Context, devices []pipeline.Device, syncedAt time.Time) (pipeline.MetadataDiff, error) {
+func (c *Metadata) WriteChangedDevices(ctx context.Context, devices []pipeline.Device, syncedAt time.Time) (pipeline.MetadataDiff, error) {
 	var diff pipeline.MetadataDiff
 	ch, err := c.changedDevices(ctx, syncedAt, newIDHash())
 	if err != nil {
@@ -505,7 +511,7 @@ func (c *Client) WriteChangedDevices(ctx context.Context, devices []pipeline.Dev
 
 // ChangedVariables begins storing one walk's variables change by change
 // (see changes), a page at a time, against the live rows as they are now.
-func (c *Client) ChangedVariables(ctx context.Context, syncedAt time.Time) (pipeline.VariableChanges, error) {
+func (c *Metadata) ChangedVariables(ctx context.Context, syncedAt time.Time) (pipeline.VariableChanges, error) {
 	ch, err := c.changedVariables(ctx, syncedAt, newIDHash())
 	if err != nil {
 		return nil, err

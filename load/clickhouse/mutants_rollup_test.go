@@ -125,7 +125,7 @@ func TestRecomputeCutsTheHourlyRowsIntoHourlyStreamsStatements(t *testing.T) {
 			touched = append(touched, analyst.Range{VariableID: fmt.Sprint("v", i), FromMs: now - hourMs, ToMs: now})
 		}
 		h.n = 0
-		if err := c.Recompute(context.Background(), touched); err != nil {
+		if err := c.AnalystTables().Recompute(context.Background(), touched); err != nil {
 			t.Fatal(err)
 		}
 		if want := min(n, hourlyStreams); h.n != want {
@@ -147,7 +147,7 @@ func TestRecomputeReportsAFailedHourlyStatement(t *testing.T) {
 		for i := range n {
 			touched = append(touched, analyst.Range{VariableID: fmt.Sprint("v", i), FromMs: now - hourMs, ToMs: now})
 		}
-		if err := c.Recompute(context.Background(), touched); !errors.Is(err, permanentExecErr) {
+		if err := c.AnalystTables().Recompute(context.Background(), touched); !errors.Is(err, permanentExecErr) {
 			t.Errorf("%d variables, every hourly statement failing: Recompute returned %v, want the failure", n, err)
 		}
 	}

@@ -88,7 +88,7 @@ func (l layout) String() string {
 
 // currentLayout is the cluster's layout as the connected server's
 // remote_servers gives it.
-func (c *Client) currentLayout(ctx context.Context) (layout, error) {
+func (c *Schema) currentLayout(ctx context.Context) (layout, error) {
 	rows, err := c.conn.Query(ctx, "SELECT shard_num, any(shard_weight) FROM system.clusters WHERE cluster = ? GROUP BY shard_num ORDER BY shard_num", c.cfg.Cluster)
 	if err != nil {
 		return nil, fmt.Errorf("read the shards of cluster %s: %w", c.cfg.Cluster, err)
@@ -112,7 +112,7 @@ func (c *Client) currentLayout(ctx context.Context) (layout, error) {
 // shard_key column's DEFAULT was written for) and the last (the one new
 // variables are placed by); both nil when none was recorded (a database
 // not yet migrated, or laid out before the key existed).
-func (c *Client) recordedLayouts(ctx context.Context) (first, last layout, err error) {
+func (c cluster) recordedLayouts(ctx context.Context) (first, last layout, err error) {
 	var exists uint8
 	if err := c.conn.QueryRow(ctx, "SELECT count() > 0 FROM system.tables WHERE database = ? AND name = ?",
 		c.cfg.Database, c.cfg.TablePrefix+TableShardLayout).Scan(&exists); err != nil {
@@ -123,7 +123,7 @@ func (c *Client) recordedLayouts(ctx context.Context) (first, last layout, err e
 	}
 	var f, l []uint64
 	var n uint64
-	if err := c.conn.QueryRow(ctx, "SELECT argMin(weights, version), argMax(weights, version), count() FROM "+c.Table(TableShardLayout)).Scan(&f, &l, &n); err != nil {
+	if err := c.conn.QueryRow(ctx, "SELECT argMin(weights, version), argMax(weights, version), count() FROM "+c.table(TableShardLayout)).Scan(&f, &l, &n); err != nil {
 		return nil, nil, fmt.Errorf("read the recorded shard layout: %w", err)
 	}
 	if n == 0 {
@@ -133,9 +133,9 @@ func (c *Client) recordedLayouts(ctx context.Context) (first, last layout, err e
 }
 
 // recordLayout records l as the layout new variables are placed by.
-func (c *Client) recordLayout(ctx context.Context, l layout) error {
-	return c.InsertRows(ctx, TableShardLayout, "weights, recorded_at, version", 1, func(int) []any {
-		return []any{[]uint64(l), time.Now().UTC(), c.NextVersion()}
+func (c *Schema) recordLayout(ctx context.Context, l layout) error {
+	return c.insertRows(ctx, TableShardLayout, "weights, recorded_at, version", 1, func(int) []any {
+		return []any{[]uint64(l), time.Now().UTC(), c.nextVersion()}
 	})
 }
 
@@ -176,30 +176,30 @@ func (p *placement) fill(ch *pipeline.Batch, keys []uint64) []uint64 {
 // EnsureSchema, so each cycle). Two records of one hash (two ids that
 // collide, or one variable recorded twice) resolve to the smallest key, so
 // every writer resolves them alike.
-func (c *Client) loadPlacement(ctx context.Context) (*placement, error) {
+func (c cluster) loadPlacement(ctx context.Context) (*placement, error) {
 	_, l, err := c.recordedLayouts(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if l == nil || l.total() == 0 {
-		return nil, fmt.Errorf("no shard layout recorded in %s; run fleetsync migrate", c.Table(TableShardLayout))
+		return nil, fmt.Errorf("no shard layout recorded in %s; run fleetsync migrate", c.table(TableShardLayout))
 	}
 	p := &placement{total: l.total()}
-	rows, err := c.conn.Query(ctx, "SELECT sipHash64(variable_id) AS h, min(shard_key) FROM "+c.Table(TableVariableShards)+" GROUP BY h ORDER BY h")
+	rows, err := c.conn.Query(ctx, "SELECT sipHash64(variable_id) AS h, min(shard_key) FROM "+c.table(TableVariableShards)+" GROUP BY h ORDER BY h")
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Table(TableVariableShards), err)
+		return nil, fmt.Errorf("read %s: %w", c.table(TableVariableShards), err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var h, k uint64
 		if err := rows.Scan(&h, &k); err != nil {
-			return nil, fmt.Errorf("read %s: %w", c.Table(TableVariableShards), err)
+			return nil, fmt.Errorf("read %s: %w", c.table(TableVariableShards), err)
 		}
 		p.hashes = append(p.hashes, h)
 		p.keys = append(p.keys, uint32(k))
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", c.Table(TableVariableShards), err)
+		return nil, fmt.Errorf("read %s: %w", c.table(TableVariableShards), err)
 	}
 	c.place.Store(p)
 	return p, nil
@@ -207,7 +207,7 @@ func (c *Client) loadPlacement(ctx context.Context) (*placement, error) {
 
 // placementFor is the placement rows are keyed by: the one loaded last,
 // or loaded now. It is nil on one server.
-func (c *Client) placementFor(ctx context.Context) (*placement, error) {
+func (c cluster) placementFor(ctx context.Context) (*placement, error) {
 	if !c.clustered() {
 		return nil, nil
 	}
@@ -267,7 +267,7 @@ func sipHash64(b []byte) uint64 {
 
 // keyColumn is ", shard_key" on a cluster, for the column list of an
 // INSERT into a sharded table, and "" on one server.
-func (c *Client) keyColumn() string {
+func (c cluster) keyColumn() string {
 	if !c.clustered() {
 		return ""
 	}
@@ -278,7 +278,7 @@ func (c *Client) keyColumn() string {
 // INSERT ... SELECT into a sharded table from datapoints grouped by
 // variable: every row of a variable carries its key. On one server it is
 // "".
-func (c *Client) keyAggregate() string {
+func (c cluster) keyAggregate() string {
 	if !c.clustered() {
 		return ""
 	}
@@ -287,7 +287,7 @@ func (c *Client) keyAggregate() string {
 
 // placedKey is ", placed_key" on a cluster, "" on one server: the key
 // keyAggregate computed, selected from the subquery it is in.
-func (c *Client) placedKey() string {
+func (c cluster) placedKey() string {
 	if !c.clustered() {
 		return ""
 	}

@@ -32,10 +32,10 @@ import (
 //
 // On a cluster it reads replicas that hold every point and hourly row
 // written before it (readReplicated).
-func (c *Client) Rebuild(ctx context.Context, from, to int64) (int, error) {
+func (c *AnalystTables) Rebuild(ctx context.Context, from, to int64) (int, error) {
 	lo, hi := hourStart(from), hourStart(to)+hourMs
 	var n int
-	err := c.readReplicated(ctx, func(ctx context.Context) error {
+	err := c.cluster().readReplicated(ctx, func(ctx context.Context) error {
 		ids, err := c.rebuildVariables(ctx, lo, hi)
 		if err != nil {
 			return err
@@ -48,20 +48,20 @@ func (c *Client) Rebuild(ctx context.Context, from, to int64) (int, error) {
 
 // rebuild rebuilds the hours [lo, hi) and the latest rows of the variables
 // ids (see Rebuild).
-func (c *Client) rebuild(ctx context.Context, ids []string, lo, hi int64) error {
+func (c *AnalystTables) rebuild(ctx context.Context, ids []string, lo, hi int64) error {
 	for start := 0; start < len(ids); start += rollupBatch {
 		b := ids[start:min(start+rollupBatch, len(ids))]
 		in := quotedList(b)
-		if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
-			return c.conn.Exec(ctx, c.hourlySQL(in, lo, hi, c.NextVersion()))
+		if err := c.retry(ctx, TableHourly, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, c.hourlySQL(in, lo, hi, c.nextVersion()))
 		}); err != nil {
 			return fmt.Errorf("rebuild %s for %d variables over [%s, %s): %w", TableHourly, len(b), msUTC(lo), msUTC(hi), err)
 		}
 		if err := c.emptyHours(ctx, in, lo, hi); err != nil {
 			return err
 		}
-		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
-			return c.conn.Exec(ctx, c.latestSQL(in, 0, c.NextVersion()))
+		if err := c.retry(ctx, TableLatest, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, c.latestSQL(in, 0, c.nextVersion()))
 		}); err != nil {
 			return fmt.Errorf("rebuild %s for %d variables: %w", TableLatest, len(b), err)
 		}
@@ -71,11 +71,11 @@ func (c *Client) rebuild(ctx context.Context, ids []string, lo, hi int64) error 
 
 // rebuildVariables lists, sorted, the variables with a point or a live
 // hourly row in [lo, hi).
-func (c *Client) rebuildVariables(ctx context.Context, lo, hi int64) ([]string, error) {
+func (c *AnalystTables) rebuildVariables(ctx context.Context, lo, hi int64) ([]string, error) {
 	seen := map[string]bool{}
 	for _, q := range []string{
-		"SELECT DISTINCT variable_id FROM " + c.Table(TableDatapoints) + " WHERE " + rangeWhere(lo, hi),
-		fmt.Sprintf("SELECT DISTINCT variable_id FROM %s WHERE hour >= toDateTime(%d) AND hour < toDateTime(%d)", c.Table(TableHourly), lo/1000, hi/1000),
+		"SELECT DISTINCT variable_id FROM " + c.table(TableDatapoints) + " WHERE " + rangeWhere(lo, hi),
+		fmt.Sprintf("SELECT DISTINCT variable_id FROM %s WHERE hour >= toDateTime(%d) AND hour < toDateTime(%d)", c.table(TableHourly), lo/1000, hi/1000),
 	} {
 		rows, err := c.conn.Query(ctx, q)
 		if err != nil {
@@ -108,14 +108,14 @@ func (c *Client) rebuildVariables(ctx context.Context, lo, hi int64) ([]string, 
 // longer holds. The hours are compared in Go, not by a NOT IN subquery: on
 // a cluster both tables are Distributed, and ClickHouse refuses a
 // Distributed subquery inside a Distributed query by default.
-func (c *Client) emptyHours(ctx context.Context, in string, lo, hi int64) error {
-	version := c.NextVersion()
+func (c *AnalystTables) emptyHours(ctx context.Context, in string, lo, hi int64) error {
+	version := c.nextVersion()
 	type key struct {
 		id   string
 		hour int64
 	}
 	held := map[key]bool{}
-	rows, err := c.conn.Query(ctx, "SELECT DISTINCT variable_id, toUInt32(toStartOfHour(ts)) FROM "+c.Table(TableDatapoints)+" WHERE "+pointsWhere(in, lo, hi))
+	rows, err := c.conn.Query(ctx, "SELECT DISTINCT variable_id, toUInt32(toStartOfHour(ts)) FROM "+c.table(TableDatapoints)+" WHERE "+pointsWhere(in, lo, hi))
 	if err != nil {
 		return fmt.Errorf("list the hours with points: %w", err)
 	}
@@ -140,7 +140,7 @@ func (c *Client) emptyHours(ctx context.Context, in string, lo, hi int64) error 
 	}
 	var empty []stale
 	q := fmt.Sprintf("SELECT variable_id, device_id, hour FROM (SELECT variable_id, device_id, hour, count FROM %s FINAL PREWHERE variable_id IN (%s) AND hour >= toDateTime(%d) AND hour < toDateTime(%d)) WHERE count > 0",
-		c.Table(TableHourly), in, lo/1000, hi/1000)
+		c.table(TableHourly), in, lo/1000, hi/1000)
 	rows, err = c.conn.Query(ctx, q)
 	if err != nil {
 		return fmt.Errorf("list the hourly rows: %w", err)
@@ -160,11 +160,11 @@ func (c *Client) emptyHours(ctx context.Context, in string, lo, hi int64) error 
 	if err != nil {
 		return fmt.Errorf("list the hourly rows: %w", err)
 	}
-	place, err := c.placementFor(ctx)
+	place, err := c.cluster().placementFor(ctx)
 	if err != nil {
 		return err
 	}
-	return c.InsertRows(ctx, TableHourly, hourlyColumns+c.keyColumn(), len(empty), func(i int) []any {
+	return c.insertRows(ctx, TableHourly, hourlyColumns+c.cluster().keyColumn(), len(empty), func(i int) []any {
 		s := empty[i]
 		row := []any{s.id, s.device, s.hour, uint64(0), 0.0, 0.0, 0.0, 0.0, 0.0, int64(0), int64(0), version}
 		if place != nil {

@@ -13,7 +13,7 @@ import (
 
 func rebuild(t *testing.T, c *clickhouse.Client, from, to int64) int {
 	t.Helper()
-	n, err := c.Rebuild(context.Background(), from, to)
+	n, err := c.AnalystTables().Rebuild(context.Background(), from, to)
 	if err != nil {
 		t.Fatalf("Rebuild: %v", err)
 	}

@@ -87,7 +87,7 @@ func Retryable(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded)
 }
 
-// Retry runs op until it succeeds, fails permanently (see Retryable), the
+// retry runs op until it succeeds, fails permanently (see Retryable), the
 // retry budget (Config.MaxElapsed) is spent, or ctx ends. Each attempt gets
 // its own context bounded by Config.InsertTimeout. table labels the metrics
 // and log lines. The returned error wraps the last attempt's error (and
@@ -96,7 +96,7 @@ func Retryable(err error) bool {
 // Retrying an INSERT whose acknowledgement was lost may store its rows twice;
 // every fleetsync table is a ReplacingMergeTree read with FINAL or argMax,
 // so a duplicate is harmless.
-func (c *Client) Retry(ctx context.Context, table string, op func(ctx context.Context) error) error {
+func (c *pool) retry(ctx context.Context, table string, op func(ctx context.Context) error) error {
 	policy := pipeline.WriteRetry(c.cfg.MaxElapsed).NewBackOff()
 	started := time.Now()
 	for attempt := 1; ; attempt++ {

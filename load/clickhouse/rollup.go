@@ -42,7 +42,7 @@ import (
 // A sync never deletes a point, so a recompute only ever replaces rows;
 // the hours a deletion by hand empties are Rebuild's (rebuild.go).
 //
-// Every statement reaches its tables by Client.Table and filters on
+// Every statement reaches its tables by pool.table and filters on
 // variable_id, which makes it run unchanged when the names are Distributed
 // tables sharded by variable_id: every version of a point, and every row
 // of its hour, is on the shard the variable hashes to.
@@ -81,9 +81,14 @@ func hourStart(ms int64) int64 {
 	return h
 }
 
-// Compile-time check that the Client keeps the analyst tables of the
-// commit chain's analyst link.
-var _ analyst.Tables = (*Client)(nil)
+// AnalystTables keeps the tables analysts query instead of the raw points
+// (datapoints_hourly and datapoints_latest): the commit chain's analyst link recomputes them
+// through it (Recompute, this file; load/analyst), a rebuild by hand (rebuild.go) and the check and
+// repair of verify --rollups (rollup_check.go). Client.AnalystTables
+// returns it.
+type AnalystTables struct{ *pool }
+
+var _ analyst.Tables = (*AnalystTables)(nil)
 
 // Recompute implements analyst.Tables: the hourly rows of every hour the
 // ranges cover, and the latest row of each variable, replaced by aggregates
@@ -100,16 +105,16 @@ var _ analyst.Tables = (*Client)(nil)
 // On a cluster the statements run once every replica that is up holds
 // every point loaded before the call (readReplicated), so that a
 // recompute never writes a newer row from a replica lacking them.
-func (c *Client) Recompute(ctx context.Context, touched []analyst.Range) error {
+func (c *AnalystTables) Recompute(ctx context.Context, touched []analyst.Range) error {
 	if len(touched) == 0 {
 		return nil
 	}
 	c.metrics.rollupVariables.Add(float64(len(touched)))
-	return c.readReplicated(ctx, func(ctx context.Context) error { return c.recompute(ctx, touched) }, TableDatapoints)
+	return c.cluster().readReplicated(ctx, func(ctx context.Context) error { return c.recompute(ctx, touched) }, TableDatapoints)
 }
 
 // recompute is Recompute's statements.
-func (c *Client) recompute(ctx context.Context, touched []analyst.Range) error {
+func (c *AnalystTables) recompute(ctx context.Context, touched []analyst.Range) error {
 	// The two tables are independent: their statements run side by side,
 	// on two of the pool's connections, since each is one thread's work
 	// on the server.
@@ -125,8 +130,8 @@ func (c *Client) recompute(ctx context.Context, touched []analyst.Range) error {
 		})
 		errs := pipeline.ForEach(ctx, len(bs), hourlyStreams, func(i int) error {
 			b := bs[i]
-			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
-				return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.NextVersion()))
+			if err := c.retry(ctx, TableHourly, func(ctx context.Context) error {
+				return c.conn.Exec(ctx, c.hourlySQL(quotedList(b.ids), b.from, b.to, c.nextVersion()))
 			}); err != nil {
 				return fmt.Errorf("recompute %s for %d variables over [%s, %s): %w", TableHourly, len(b.ids), msUTC(b.from), msUTC(b.to), err)
 			}
@@ -146,8 +151,8 @@ func (c *Client) recompute(ctx context.Context, touched []analyst.Range) error {
 			}
 			return window{from: hourStart(t.FromMs)}
 		}) {
-			if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
-				return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.NextVersion()))
+			if err := c.retry(ctx, TableLatest, func(ctx context.Context) error {
+				return c.conn.Exec(ctx, c.latestSQL(quotedList(b.ids), b.from, c.nextVersion()))
 			}); err != nil {
 				return fmt.Errorf("recompute %s for %d variables from %s: %w", TableLatest, len(b.ids), msUTC(b.from), err)
 			}
@@ -314,9 +319,9 @@ const (
 // a point with one version (an INSERT that holds the point twice) FINAL
 // keeps the one inserted last, argMax the one it reads first
 // (TestRecomputeCountsOnceTheCopyFinalKeepsOfAPointHeldTwiceByOneInsert).
-func (c *Client) hourlySQL(in string, from, to int64, version uint64) string {
-	return "INSERT INTO " + c.Table(TableHourly) + " (" + hourlyColumns + c.keyColumn() + ") SELECT " + hourlyAggregates + ", " +
-		strconv.FormatUint(version, 10) + c.keyAggregate() + " FROM " + c.Table(TableDatapoints) + " FINAL PREWHERE " + pointsWhere(in, from, to) +
+func (c *AnalystTables) hourlySQL(in string, from, to int64, version uint64) string {
+	return "INSERT INTO " + c.table(TableHourly) + " (" + hourlyColumns + c.cluster().keyColumn() + ") SELECT " + hourlyAggregates + ", " +
+		strconv.FormatUint(version, 10) + c.cluster().keyAggregate() + " FROM " + c.table(TableDatapoints) + " FINAL PREWHERE " + pointsWhere(in, from, to) +
 		" GROUP BY variable_id, hour"
 }
 
@@ -352,9 +357,9 @@ const latestFields = "variable_id, p.1, p.2, p.3, p.4, p.5, p.6, p.7, if(p.8, NU
 // latestSQL recomputes the latest rows from the points at or after from:
 // the newest point of a variable is among them whenever it has a point
 // there, and Recompute only asks for variables that do.
-func (c *Client) latestSQL(in string, from int64, version uint64) string {
-	return "INSERT INTO " + c.Table(TableLatest) + " (" + latestColumns + c.keyColumn() + ") SELECT " + latestFields + ", " +
-		strconv.FormatUint(version, 10) + c.placedKey() + " FROM (SELECT " + latestAggregate + c.keyAggregate() + " FROM " + c.Table(TableDatapoints) +
+func (c *AnalystTables) latestSQL(in string, from int64, version uint64) string {
+	return "INSERT INTO " + c.table(TableLatest) + " (" + latestColumns + c.cluster().keyColumn() + ") SELECT " + latestFields + ", " +
+		strconv.FormatUint(version, 10) + c.cluster().placedKey() + " FROM (SELECT " + latestAggregate + c.cluster().keyAggregate() + " FROM " + c.table(TableDatapoints) +
 		" WHERE " + pointsWhere(in, from, 0) + " GROUP BY variable_id)"
 }
 

@@ -23,9 +23,9 @@ import (
 //
 // On a cluster it reads replicas that hold every row written before it
 // (readReplicated), so that verify --repair sees its own repair.
-func (c *Client) CheckRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
+func (c *AnalystTables) CheckRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
 	var rep verify.RollupReport
-	err := c.readReplicated(ctx, func(ctx context.Context) error {
+	err := c.cluster().readReplicated(ctx, func(ctx context.Context) error {
 		var err error
 		rep, err = c.checkRollups(ctx, from, to)
 		return err
@@ -34,7 +34,7 @@ func (c *Client) CheckRollups(ctx context.Context, from, to int64) (verify.Rollu
 }
 
 // checkRollups is CheckRollups' reads and comparison.
-func (c *Client) checkRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
+func (c *AnalystTables) checkRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
 	lo, hi := hourStart(from), hourStart(to)+hourMs
 	var rep verify.RollupReport
 	// The variables with a point or a row in those hours, rollupBatch at a
@@ -57,14 +57,14 @@ func (c *Client) checkRollups(ctx context.Context, from, to int64) (verify.Rollu
 
 // checkBatch adds to rep the differences of the variables in `in` over the
 // hours [lo, hi), and their latest rows.
-func (c *Client) checkBatch(ctx context.Context, in string, lo, hi int64, rep *verify.RollupReport) error {
-	want, err := c.hourlyRows(ctx, "SELECT "+hourlyAggregates+", sum(abs("+restPart+")) FROM "+c.Table(TableDatapoints)+
+func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64, rep *verify.RollupReport) error {
+	want, err := c.hourlyRows(ctx, "SELECT "+hourlyAggregates+", sum(abs("+restPart+")) FROM "+c.table(TableDatapoints)+
 		" FINAL PREWHERE "+pointsWhere(in, lo, hi)+" GROUP BY variable_id, hour", true)
 	if err != nil {
 		return fmt.Errorf("aggregate datapoints FINAL by hour over [%s, %s): %w", msUTC(lo), msUTC(hi), err)
 	}
 	got, err := c.hourlyRows(ctx, fmt.Sprintf("SELECT variable_id, device_id, hour, count, sum, min, max, first_value, last_value, first_ts_ms, last_ts_ms FROM %s FINAL PREWHERE variable_id IN (%s) AND hour >= toDateTime(%d) AND hour < toDateTime(%d) WHERE count > 0",
-		c.Table(TableHourly), in, lo/1000, hi/1000), false)
+		c.table(TableHourly), in, lo/1000, hi/1000), false)
 	if err != nil {
 		return fmt.Errorf("read %s over [%s, %s): %w", TableHourly, msUTC(lo), msUTC(hi), err)
 	}
@@ -85,13 +85,13 @@ func (c *Client) checkBatch(ctx context.Context, in string, lo, hi int64, rep *v
 			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "extra: no point in that hour"})
 		}
 	}
-	wantL, err := c.latestRows(ctx, "SELECT "+latestFields+" FROM (SELECT "+latestAggregate+" FROM "+c.Table(TableDatapoints)+
+	wantL, err := c.latestRows(ctx, "SELECT "+latestFields+" FROM (SELECT "+latestAggregate+" FROM "+c.table(TableDatapoints)+
 		" WHERE variable_id IN ("+in+") GROUP BY variable_id)")
 	if err != nil {
 		return fmt.Errorf("aggregate the newest points: %w", err)
 	}
 	gotL, err := c.latestRows(ctx, "SELECT variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng FROM "+
-		c.Table(TableLatest)+" FINAL PREWHERE variable_id IN ("+in+")")
+		c.table(TableLatest)+" FINAL PREWHERE variable_id IN ("+in+")")
 	if err != nil {
 		return fmt.Errorf("read %s: %w", TableLatest, err)
 	}
@@ -119,12 +119,12 @@ func (c *Client) checkBatch(ctx context.Context, in string, lo, hi int64, rep *v
 // gets a count = 0 row, see Rebuild), and the latest rows that differ.
 // On a cluster it reads replicas that hold every point and hourly row
 // written before it (readReplicated).
-func (c *Client) RepairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
-	return c.readReplicated(ctx, func(ctx context.Context) error { return c.repairRollups(ctx, diffs) }, TableDatapoints, TableHourly)
+func (c *AnalystTables) RepairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
+	return c.cluster().readReplicated(ctx, func(ctx context.Context) error { return c.repairRollups(ctx, diffs) }, TableDatapoints, TableHourly)
 }
 
 // repairRollups is RepairRollups' statements.
-func (c *Client) repairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
+func (c *AnalystTables) repairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
 	hours := map[string][]int64{}
 	var latest []string
 	for _, d := range diffs {
@@ -143,8 +143,8 @@ func (c *Client) repairRollups(ctx context.Context, diffs []verify.RollupDiff) e
 				j++
 			}
 			lo, hi := hs[i], hs[j-1]+hourMs
-			if err := c.Retry(ctx, TableHourly, func(ctx context.Context) error {
-				return c.conn.Exec(ctx, c.hourlySQL(in, lo, hi, c.NextVersion()))
+			if err := c.retry(ctx, TableHourly, func(ctx context.Context) error {
+				return c.conn.Exec(ctx, c.hourlySQL(in, lo, hi, c.nextVersion()))
 			}); err != nil {
 				return fmt.Errorf("rewrite %s of %s over [%s, %s): %w", TableHourly, id, msUTC(lo), msUTC(hi), err)
 			}
@@ -157,8 +157,8 @@ func (c *Client) repairRollups(ctx context.Context, diffs []verify.RollupDiff) e
 	sort.Strings(latest)
 	for start := 0; start < len(latest); start += rollupBatch {
 		b := latest[start:min(start+rollupBatch, len(latest))]
-		if err := c.Retry(ctx, TableLatest, func(ctx context.Context) error {
-			return c.conn.Exec(ctx, c.latestSQL(quotedList(b), 0, c.NextVersion()))
+		if err := c.retry(ctx, TableLatest, func(ctx context.Context) error {
+			return c.conn.Exec(ctx, c.latestSQL(quotedList(b), 0, c.nextVersion()))
 		}); err != nil {
 			return fmt.Errorf("rewrite %s of %d variables: %w", TableLatest, len(b), err)
 		}
@@ -241,7 +241,7 @@ func sameSum(got, want, restAbs float64, n uint64) bool {
 // hourlyRows runs q, whose columns are hourlyColumns without the version
 // (plus the sum of the absolute values of hourlySum's rests when abs),
 // into rows by key.
-func (c *Client) hourlyRows(ctx context.Context, q string, abs bool) (map[hourKey]hourlyRow, error) {
+func (c *AnalystTables) hourlyRows(ctx context.Context, q string, abs bool) (map[hourKey]hourlyRow, error) {
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return nil, err
@@ -283,7 +283,7 @@ func (l latestRow) String() string {
 
 // latestRows runs q, whose columns are latestColumns without the version,
 // into rows by variable.
-func (c *Client) latestRows(ctx context.Context, q string) (map[string]latestRow, error) {
+func (c *AnalystTables) latestRows(ctx context.Context, q string) (map[string]latestRow, error) {
 	rows, err := c.conn.Query(ctx, q)
 	if err != nil {
 		return nil, err

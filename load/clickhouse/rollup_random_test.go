@@ -35,7 +35,7 @@ func stream(t *testing.T, c *clickhouse.Client, rows []pipeline.Row, chunk int) 
 		}
 		return
 	}
-	in, err := c.Begin(context.Background())
+	in, err := c.Points().Begin(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +181,7 @@ func (h *history) hook(c *clickhouse.Client) {
 		h.since = nil
 	}
 	h.t.Logf("hook %s %+v", c.Database(), ts)
-	if err := c.Recompute(context.Background(), ts); err != nil {
+	if err := c.AnalystTables().Recompute(context.Background(), ts); err != nil {
 		h.t.Fatal(err)
 	}
 }
@@ -207,7 +207,7 @@ func (h *history) load(c *clickhouse.Client, salt float64, fail bool) {
 	if len(rows) == 0 {
 		return
 	}
-	in, err := c.Begin(context.Background())
+	in, err := c.Points().Begin(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
 	}
@@ -269,11 +269,11 @@ func (h *history) step() {
 		// Two INSERTs of a open at once, a recompute of a between them.
 		r1 := h.rows(h.vars[h.rng.IntN(len(h.vars))], 20, 0.5)
 		r2 := h.rows(h.vars[h.rng.IntN(len(h.vars))], 20, 0.25)
-		i1, err := h.a.Begin(context.Background())
+		i1, err := h.a.Points().Begin(context.Background())
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		i2, err := h.a.Begin(context.Background())
+		i2, err := h.a.Points().Begin(context.Background())
 		if err != nil {
 			h.t.Fatal(err)
 		}
@@ -337,11 +337,11 @@ func (h *history) straddle() {
 	id := fmt.Sprint("s", h.made)
 	rows := h.rows(id, 2+h.rng.IntN(30), 0.75)
 	half := len(rows) / 2
-	early, err := h.a.Begin(context.Background())
+	early, err := h.a.Points().Begin(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	late, err := h.a.Begin(context.Background())
+	late, err := h.a.Points().Begin(context.Background())
 	if err != nil {
 		h.t.Fatal(err)
 	}

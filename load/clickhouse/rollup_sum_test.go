@@ -79,7 +79,7 @@ func TestTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T) {
 		}{
 			{"cycle", func(t *testing.T, c *clickhouse.Client) {
 				target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + hour - 1, From: base}}
-				res := pipeline.NewEngine(rowsSource{rows}, c, nil, pipeline.EngineOptions{RowsPerRequest: 100_000, Links: []pipeline.Link{analyst.Link(c)}}, nil, nil, nil).
+				res := pipeline.NewEngine(rowsSource{rows}, c.Points(), nil, pipeline.EngineOptions{RowsPerRequest: 100_000, Links: []pipeline.Link{analyst.Link(c.AnalystTables())}}, nil, nil, nil).
 					Run(context.Background(), target)
 				if len(res.Failed) > 0 || res.CommitErr != nil || res.Points != int64(len(rows)) {
 					t.Fatalf("cycle: %d points, failed %v, commit %v", res.Points, res.Failed, res.CommitErr)
@@ -87,7 +87,7 @@ func TestTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T) {
 			}},
 			{"rollup", func(t *testing.T, c *clickhouse.Client) {
 				write(t, c, rows...)
-				if n, err := c.Rebuild(context.Background(), base, base+hour-1); err != nil || n != 1 {
+				if n, err := c.AnalystTables().Rebuild(context.Background(), base, base+hour-1); err != nil || n != 1 {
 					t.Fatalf("Rebuild: %d variables, %v", n, err)
 				}
 			}},
@@ -101,14 +101,14 @@ func TestTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T) {
 					" FINAL GROUP BY variable_id, hour"); err != nil {
 					t.Fatal(err)
 				}
-				rep, err := c.CheckRollups(context.Background(), base, base+hour-1)
+				rep, err := c.AnalystTables().CheckRollups(context.Background(), base, base+hour-1)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if len(rep.Diffs) != 2 || rep.Diffs[0].Table != clickhouse.TableHourly || rep.Diffs[0].Problem != "sum 5.080064e+06 want 5.08e+06" {
 					t.Fatalf("before the repair verify reports %+v, want the hourly row's sum and the missing latest row", rep.Diffs)
 				}
-				if err := c.RepairRollups(context.Background(), rep.Diffs); err != nil {
+				if err := c.AnalystTables().RepairRollups(context.Background(), rep.Diffs); err != nil {
 					t.Fatal(err)
 				}
 			}},
@@ -137,7 +137,7 @@ func checkAdversarialHour(t *testing.T, c *clickhouse.Client) {
 	if count != 40_002 || sum != adversarialSum {
 		t.Errorf("hourly row: count %d, sum %v; want 40002 and %v", count, sum, float64(adversarialSum))
 	}
-	rep, err := c.CheckRollups(ctx, base, base+hour-1)
+	rep, err := c.AnalystTables().CheckRollups(ctx, base, base+hour-1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ func write(t *testing.T, c *clickhouse.Client, rows ...pipeline.Row) []analyst.R
 
 func recompute(t *testing.T, c *clickhouse.Client, touched []analyst.Range) {
 	t.Helper()
-	if err := c.Recompute(context.Background(), touched); err != nil {
+	if err := c.AnalystTables().Recompute(context.Background(), touched); err != nil {
 		t.Fatalf("Recompute: %v", err)
 	}
 }
@@ -142,7 +142,7 @@ func TestConcurrentRecomputesLeaveExactRows(t *testing.T) {
 	errs := make(chan error, 4)
 	for range 4 {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs <- c.Recompute(context.Background(), touched) }()
+		go func() { defer wg.Done(); errs <- c.AnalystTables().Recompute(context.Background(), touched) }()
 	}
 	wg.Wait()
 	close(errs)

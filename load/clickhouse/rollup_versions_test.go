@@ -66,7 +66,7 @@ func latestValue(t *testing.T, c *clickhouse.Client, id string) (float64, string
 // differences.
 func checkNoDiffs(t *testing.T, c *clickhouse.Client, from, to int64) {
 	t.Helper()
-	rep, err := c.CheckRollups(context.Background(), from, to)
+	rep, err := c.AnalystTables().CheckRollups(context.Background(), from, to)
 	if err != nil {
 		t.Fatalf("CheckRollups: %v", err)
 	}

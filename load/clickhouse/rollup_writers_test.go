@@ -79,13 +79,13 @@ func writersAfterAnother(t *testing.T, same bool) {
 	target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + 2*hour, From: base}}
 	run := func(value float64, w *clickhouse.Client, r analyst.Tables) {
 		t.Helper()
-		res := pipeline.NewEngine(pointSource{ts: ts, value: value}, w, nil, pipeline.EngineOptions{Links: []pipeline.Link{analyst.Link(r)}}, nil, nil, nil).Run(ctx, target)
+		res := pipeline.NewEngine(pointSource{ts: ts, value: value}, w.Points(), nil, pipeline.EngineOptions{Links: []pipeline.Link{analyst.Link(r)}}, nil, nil, nil).Run(ctx, target)
 		if len(res.Failed) > 0 || res.CommitErr != nil || res.Points != int64(len(ts)) {
 			t.Fatalf("pass with value %v: %d points, failed %v, commit %v", value, res.Points, res.Failed, res.CommitErr)
 		}
 	}
-	run(1, c, &rollupAfter{r: c, first: func() {
-		run(2, second, second)
+	run(1, c, &rollupAfter{r: c.AnalystTables(), first: func() {
+		run(2, second, second.AnalystTables())
 		if err := c.Conn().Exec(ctx, "OPTIMIZE TABLE "+c.Table(clickhouse.TableDatapoints)+" FINAL"); err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,12 @@ import (
 	"go.uber.org/zap"
 )
 
+// Schema creates and upgrades fleetsync's tables (Migrate), checks that a
+// daemon may start on them (EnsureSchema) and reports the version they are
+// at. On a cluster it also lays the tables out over the shards and records
+// that layout (cluster.go, placement.go). Client.Schema returns it.
+type Schema struct{ *pool }
+
 // Names of fleetsync's tables, before Config.TablePrefix is applied.
 const (
 	TableDatapoints       = "datapoints"
@@ -137,41 +143,8 @@ var schema = []tableDef{
 		},
 		engine: "ReplacingMergeTree(version) ORDER BY id",
 	},
-	{
-		name: TableSyncState,
-		columns: []column{
-			{name: "variable_id", typ: "String"},
-			{name: "hwm_ms", typ: "Int64"},
-			{name: "last_activity_ms", typ: "Int64"},
-			{name: "updated_at", typ: "DateTime('UTC')"},
-			{name: "version", typ: "UInt64"},
-			// What the read that wrote the row covered (pipeline.Mark):
-			// its end, and the earliest point it saw past that end.
-			{name: "checked_ms", typ: "Int64"},
-			{name: "future_ms", typ: "Int64"},
-			// Where the next read must start at the latest
-			// (pipeline.Mark.RereadMs); 0 in rows written before it.
-			{name: "reread_ms", typ: "Int64"},
-		},
-		// version is the mark itself (hwm_ms), so a merge keeps the
-		// greatest mark of a variable and can never move it backwards.
-		engine: "ReplacingMergeTree(version) ORDER BY variable_id",
-		// On a cluster a shard reads the marks back from the node it wrote
-		// them to, not from a replica of another shard that may lag.
-		everywhere: true,
-	},
-	{
-		// The settled watermark (pipeline.Stages.Watermark), a row per scope
-		// and cycle; FINAL keeps the latest (version: nanoseconds).
-		name: TableSyncWatermark,
-		columns: []column{
-			{name: "scope", typ: "String"},
-			{name: "settled_before_ms", typ: "Int64"},
-			{name: "updated_at", typ: "DateTime('UTC')"},
-			{name: "version", typ: "UInt64"},
-		},
-		engine: "ReplacingMergeTree(version) ORDER BY scope",
-	},
+	syncStateTable,
+	syncWatermarkTable,
 	{
 		name: TableSyncLease,
 		columns: []column{
@@ -355,11 +328,11 @@ func (col column) ddl() string {
 // Migrate, it also records where every variable's rows are, so that new
 // variables spread over every shard while the others stay (see
 // placement.go); only Migrate does this, not EnsureSchema.
-func (c *Client) Migrate(ctx context.Context) error { return c.migrate(ctx, true) }
+func (c *Schema) Migrate(ctx context.Context) error { return c.migrate(ctx, true) }
 
 // migrate is Migrate; grow says whether shards appended to remote_servers
 // since the last record are taken into the placement now.
-func (c *Client) migrate(ctx context.Context, grow bool) error {
+func (c *Schema) migrate(ctx context.Context, grow bool) error {
 	var prep *clusterPrep
 	if c.clustered() {
 		// Before anything is created: a configuration that cannot work
@@ -369,7 +342,7 @@ func (c *Client) migrate(ctx context.Context, grow bool) error {
 			return err
 		}
 	}
-	if err := c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+c.cfg.Database+"`"+c.onCluster()); err != nil {
+	if err := c.conn.Exec(ctx, "CREATE DATABASE IF NOT EXISTS `"+c.cfg.Database+"`"+c.cluster().onCluster()); err != nil {
 		return fmt.Errorf("migrate: create database %s: %w", c.cfg.Database, err)
 	}
 	engines, err := c.tableEngines(ctx)
@@ -388,7 +361,7 @@ func (c *Client) migrate(ctx context.Context, grow bool) error {
 			err = c.migrateTable(ctx, t)
 		}
 		if err != nil {
-			return fmt.Errorf("migrate %s: %w", c.Table(t.name), err)
+			return fmt.Errorf("migrate %s: %w", c.table(t.name), err)
 		}
 	}
 	if c.clustered() {
@@ -402,12 +375,12 @@ func (c *Client) migrate(ctx context.Context, grow bool) error {
 	return nil
 }
 
-func (c *Client) migrateTable(ctx context.Context, t tableDef) error {
-	create := "CREATE TABLE IF NOT EXISTS " + c.Table(t.name) + " (" + columnsDDL(t) + ") ENGINE = " + t.engine
+func (c *Schema) migrateTable(ctx context.Context, t tableDef) error {
+	create := "CREATE TABLE IF NOT EXISTS " + c.table(t.name) + " (" + columnsDDL(t) + ") ENGINE = " + t.engine
 	if err := c.conn.Exec(ctx, create); err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
-	return c.addMissingColumns(ctx, t, c.cfg.TablePrefix+t.name, c.Table(t.name))
+	return c.addMissingColumns(ctx, t, c.cfg.TablePrefix+t.name, c.table(t.name))
 }
 
 // columnsDDL is the column list of a CREATE TABLE.
@@ -421,7 +394,7 @@ func columnsDDL(t tableDef) string {
 
 // addMissingColumns adds to the table named name (qualified: its quoted
 // full name) the columns of t it lacks, in t's order.
-func (c *Client) addMissingColumns(ctx context.Context, t tableDef, name, qualified string) error {
+func (c *Schema) addMissingColumns(ctx context.Context, t tableDef, name, qualified string) error {
 	have, err := c.columnTypesOf(ctx, name)
 	if err != nil {
 		return err
@@ -438,7 +411,7 @@ func (c *Client) addMissingColumns(ctx context.Context, t tableDef, name, qualif
 			}
 			continue
 		}
-		alter := "ALTER TABLE " + qualified + c.onCluster() + " ADD COLUMN " + col.ddl()
+		alter := "ALTER TABLE " + qualified + c.cluster().onCluster() + " ADD COLUMN " + col.ddl()
 		if i > 0 {
 			alter += " AFTER `" + t.columns[i-1].name + "`"
 		}
@@ -459,7 +432,7 @@ func (c *Client) addMissingColumns(ctx context.Context, t tableDef, name, qualif
 
 // columnTypesOf maps the columns of the table named name (prefix
 // included) to their types.
-func (c *Client) columnTypesOf(ctx context.Context, name string) (map[string]string, error) {
+func (c *Schema) columnTypesOf(ctx context.Context, name string) (map[string]string, error) {
 	rows, err := c.conn.Query(ctx, "SELECT name, type FROM system.columns WHERE database = ? AND table = ?",
 		c.cfg.Database, name)
 	if err != nil {
@@ -480,9 +453,9 @@ func (c *Client) columnTypesOf(ctx context.Context, name string) (map[string]str
 	return have, nil
 }
 
-func (c *Client) recordSchemaVersion(ctx context.Context) error {
+func (c *Schema) recordSchemaVersion(ctx context.Context) error {
 	var n uint64
-	if err := c.conn.QueryRow(ctx, "SELECT count() FROM "+c.Table(TableSchemaMigrations)+" WHERE version = ?", uint32(SchemaVersion)).Scan(&n); err != nil {
+	if err := c.conn.QueryRow(ctx, "SELECT count() FROM "+c.table(TableSchemaMigrations)+" WHERE version = ?", uint32(SchemaVersion)).Scan(&n); err != nil {
 		return err
 	}
 	if n > 0 {
@@ -490,8 +463,8 @@ func (c *Client) recordSchemaVersion(ctx context.Context) error {
 	}
 	// INSERT ... VALUES through Exec hangs on 18.16 (the server waits for
 	// data blocks), so even one row goes through a batch.
-	return c.Retry(ctx, TableSchemaMigrations, func(ctx context.Context) error {
-		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.Table(TableSchemaMigrations)+" (version, applied_at)")
+	return c.retry(ctx, TableSchemaMigrations, func(ctx context.Context) error {
+		b, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+c.table(TableSchemaMigrations)+" (version, applied_at)")
 		if err != nil {
 			return err
 		}
@@ -505,7 +478,7 @@ func (c *Client) recordSchemaVersion(ctx context.Context) error {
 
 // AppliedSchemaVersion is the greatest schema version Migrate has recorded,
 // 0 when the database has never been migrated.
-func (c *Client) AppliedSchemaVersion(ctx context.Context) (uint32, error) {
+func (c *Schema) AppliedSchemaVersion(ctx context.Context) (uint32, error) {
 	var exists uint8
 	if err := c.conn.QueryRow(ctx, "SELECT count() > 0 FROM system.tables WHERE database = ? AND name = ?",
 		c.cfg.Database, c.cfg.TablePrefix+TableSchemaMigrations).Scan(&exists); err != nil {
@@ -515,7 +488,7 @@ func (c *Client) AppliedSchemaVersion(ctx context.Context) (uint32, error) {
 		return 0, nil
 	}
 	var v uint32
-	if err := c.conn.QueryRow(ctx, "SELECT max(version) FROM "+c.Table(TableSchemaMigrations)).Scan(&v); err != nil {
+	if err := c.conn.QueryRow(ctx, "SELECT max(version) FROM "+c.table(TableSchemaMigrations)).Scan(&v); err != nil {
 		return 0, fmt.Errorf("read schema version: %w", err)
 	}
 	return v, nil

@@ -15,8 +15,11 @@ import (
 // appendChunk fills the batch's columns. loaded_at is left to its DEFAULT.
 const pointColumnList = "variable_id, device_id, device_label, variable_label, ts_ms, ts, value, context, lat, lng, version"
 
-// Compile-time check that the Client is the pipeline's streaming Writer.
-var _ pipeline.Writer = (*Client)(nil)
+// Points writes the datapoints: it is the pipeline's streaming Writer,
+// and nothing else (Client.Points).
+type Points struct{ *pool }
+
+var _ pipeline.Writer = (*Points)(nil)
 
 // scratch holds the per-chunk columns derived from a pipeline.Batch (ts in
 // seconds, nullable lat/lng, the constant version), reused across writes.
@@ -65,16 +68,16 @@ func appendChunk(b driver.Batch, ch *pipeline.Batch, version uint64, place *plac
 // rows of an open INSERT cannot be resent once it fails, so Append and
 // Commit do not retry: their errors are *WriteError, and the caller reads
 // the rows again when the error is retryable.
-func (c *Client) Begin(ctx context.Context) (pipeline.Insert, error) {
-	version := c.NextVersion()
-	place, err := c.placementFor(ctx)
+func (c *Points) Begin(ctx context.Context) (pipeline.Insert, error) {
+	version := c.nextVersion()
+	place, err := c.cluster().placementFor(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("begin insert into %s: %w", c.Table(TableDatapoints), err)
+		return nil, fmt.Errorf("begin insert into %s: %w", c.table(TableDatapoints), err)
 	}
 	// The INSERT outlives Begin: its deadline bounds the whole statement.
 	ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.InsertTimeout)
 	var b driver.Batch
-	err = c.Retry(ctx, TableDatapoints, func(context.Context) error {
+	err = c.retry(ctx, TableDatapoints, func(context.Context) error {
 		// The batch keeps the context it is prepared with for its whole
 		// life, so it gets ictx rather than the attempt's; connecting is
 		// bounded by clickhouse.dial_timeout.
@@ -84,14 +87,14 @@ func (c *Client) Begin(ctx context.Context) (pipeline.Insert, error) {
 	})
 	if err != nil {
 		cancel()
-		return nil, fmt.Errorf("begin insert into %s: %w", c.Table(TableDatapoints), err)
+		return nil, fmt.Errorf("begin insert into %s: %w", c.table(TableDatapoints), err)
 	}
 	return &insert{c: c, b: b, cancel: cancel, version: version, place: place, sc: scratchPool.Get().(*scratch)}, nil
 }
 
 // insert is an open streamed INSERT into datapoints.
 type insert struct {
-	c       *Client
+	c       *Points
 	b       driver.Batch
 	cancel  context.CancelFunc
 	version uint64
@@ -106,13 +109,13 @@ type insert struct {
 // Append implements pipeline.Insert.
 func (in *insert) Append(ch *pipeline.Batch) error {
 	if err := checkBatch(ch); err != nil {
-		return fmt.Errorf("insert into %s: %w", in.c.Table(TableDatapoints), err)
+		return fmt.Errorf("insert into %s: %w", in.c.table(TableDatapoints), err)
 	}
 	t0 := time.Now()
 	err := appendChunk(in.b, ch, in.version, in.place, in.sc)
 	in.busy += time.Since(t0)
 	if err != nil {
-		return in.c.writeError(fmt.Sprintf("send %d rows to %s", ch.Len(), in.c.Table(TableDatapoints)), err)
+		return in.c.writeError(fmt.Sprintf("send %d rows to %s", ch.Len(), in.c.table(TableDatapoints)), err)
 	}
 	in.rows += ch.Len()
 	return nil
@@ -125,7 +128,7 @@ func (in *insert) Commit() error {
 	err := in.b.Send()
 	in.c.metrics.duration.WithLabelValues(TableDatapoints).Observe((in.busy + time.Since(t0)).Seconds())
 	if err != nil {
-		return in.c.writeError(fmt.Sprintf("insert %d rows into %s", in.rows, in.c.Table(TableDatapoints)), err)
+		return in.c.writeError(fmt.Sprintf("insert %d rows into %s", in.rows, in.c.table(TableDatapoints)), err)
 	}
 	in.c.metrics.rows.WithLabelValues(TableDatapoints).Add(float64(in.rows))
 	return nil
@@ -166,7 +169,7 @@ func (e *WriteError) Unwrap() error { return e.Err }
 // Retryable implements pipeline.RetryableError.
 func (e *WriteError) Retryable() bool { return e.retryable }
 
-func (c *Client) writeError(op string, err error) error {
+func (c *Points) writeError(op string, err error) error {
 	we := &WriteError{Op: op, Err: err, retryable: Retryable(err)}
 	if we.retryable {
 		c.metrics.retries.WithLabelValues(TableDatapoints).Inc()

@@ -30,7 +30,7 @@ func (c *Client) Write(ctx context.Context, chunks []*pipeline.Batch) error {
 		return nil
 	}
 	version := c.NextVersion()
-	place, err := c.placementFor(ctx)
+	place, err := c.cluster().placementFor(ctx)
 	if err != nil {
 		return fmt.Errorf("insert into %s: %w", c.Table(TableDatapoints), err)
 	}
