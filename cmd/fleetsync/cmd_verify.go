@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/pipeline"
 	"github.com/fleetsync/fleetsync/pipeline/verify"
 )
@@ -37,10 +38,11 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 		return fmt.Errorf("list the in-scope variables: %w", err)
 	}
 	v := verify.New(a.src, a.ch.Readback(), verify.Options{PerRequest: a.cfg.Sync.VariablesPerRequest, InFlight: a.cfg.Sync.MaxInFlight}, a.log.Named("verify"))
-	rep, err := v.Verify(ctx, vars, start, end)
+	vrep, err := v.Verify(ctx, vars, start, end)
 	if err != nil {
 		return err
 	}
+	rep := &report{Report: vrep}
 	rep.RequestedFrom, rep.RequestedTo = from, to
 	if *repair && len(rep.Mismatches) > 0 {
 		bad := make([]pipeline.Variable, len(rep.Mismatches))
@@ -74,7 +76,7 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 			}
 			rr.Repaired, rr.Remaining = len(rr.Diffs), after.Diffs
 			if rr.Remaining == nil {
-				rr.Remaining = []verify.RollupDiff{}
+				rr.Remaining = []analyst.Diff{}
 			}
 		}
 		rep.Rollups = &rr
@@ -98,9 +100,17 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 	return verifyResult(rep)
 }
 
+// report is what `fleetsync verify` prints: the check of the points,
+// and of the analyst tables when they are kept (flattened into one JSON
+// object).
+type report struct {
+	*verify.Report
+	Rollups *analyst.Report `json:"rollups,omitempty"`
+}
+
 // rollupsLeft are the analyst tables' rows that differ at the end: after
 // the repair when there was one.
-func rollupsLeft(r *verify.Report) []verify.RollupDiff {
+func rollupsLeft(r *report) []analyst.Diff {
 	switch {
 	case r.Rollups == nil:
 		return nil
@@ -112,8 +122,8 @@ func rollupsLeft(r *verify.Report) []verify.RollupDiff {
 
 // printRollups prints the analyst tables' check: the rows that differ (the
 // first 50), then a summary.
-func printRollups(w io.Writer, r *verify.RollupReport, from, to int64) error {
-	show := func(ds []verify.RollupDiff) error {
+func printRollups(w io.Writer, r *analyst.Report, from, to int64) error {
+	show := func(ds []analyst.Diff) error {
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TABLE\tVARIABLE\tHOUR\tPROBLEM")
 		for i, d := range ds {
@@ -150,7 +160,7 @@ func msText(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC33
 
 // remaining are the variables that disagree at the end: after the repair
 // when there was one.
-func remaining(r *verify.Report) []verify.Mismatch {
+func remaining(r *report) []verify.Mismatch {
 	if r.Repair != nil {
 		return r.Repair.Remaining
 	}
@@ -158,7 +168,7 @@ func remaining(r *verify.Report) []verify.Mismatch {
 }
 
 // printReport prints the report for people: the mismatches, then a summary.
-func printReport(w io.Writer, r *verify.Report) error {
+func printReport(w io.Writer, r *report) error {
 	if len(r.Mismatches) > 0 {
 		if err := printMismatches(w, r.Mismatches); err != nil {
 			return err
@@ -202,7 +212,7 @@ func printMismatches(w io.Writer, ms []verify.Mismatch) error {
 
 // verifyResult is the command's error: exit 1 while any variable
 // disagrees.
-func verifyResult(r *verify.Report) error {
+func verifyResult(r *report) error {
 	left := remaining(r)
 	if len(left) == 0 {
 		if diffs := rollupsLeft(r); len(diffs) > 0 {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fleetsync/fleetsync/pipeline/verify"
+	"github.com/fleetsync/fleetsync/load/analyst"
 )
 
 // CheckRollups compares the analyst tables with the same aggregates over
@@ -23,8 +23,8 @@ import (
 //
 // On a cluster it reads replicas that hold every row written before it
 // (readReplicated), so that verify --repair sees its own repair.
-func (c *AnalystTables) CheckRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
-	var rep verify.RollupReport
+func (c *AnalystTables) CheckRollups(ctx context.Context, from, to int64) (analyst.Report, error) {
+	var rep analyst.Report
 	err := c.cluster().readReplicated(ctx, func(ctx context.Context) error {
 		var err error
 		rep, err = c.checkRollups(ctx, from, to)
@@ -34,9 +34,9 @@ func (c *AnalystTables) CheckRollups(ctx context.Context, from, to int64) (verif
 }
 
 // checkRollups is CheckRollups' reads and comparison.
-func (c *AnalystTables) checkRollups(ctx context.Context, from, to int64) (verify.RollupReport, error) {
+func (c *AnalystTables) checkRollups(ctx context.Context, from, to int64) (analyst.Report, error) {
 	lo, hi := hourStart(from), hourStart(to)+hourMs
-	var rep verify.RollupReport
+	var rep analyst.Report
 	// The variables with a point or a row in those hours, rollupBatch at a
 	// time: memory holds one batch's hours, not the range's.
 	ids, err := c.rebuildVariables(ctx, lo, hi)
@@ -57,7 +57,7 @@ func (c *AnalystTables) checkRollups(ctx context.Context, from, to int64) (verif
 
 // checkBatch adds to rep the differences of the variables in `in` over the
 // hours [lo, hi), and their latest rows.
-func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64, rep *verify.RollupReport) error {
+func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64, rep *analyst.Report) error {
 	want, err := c.hourlyRows(ctx, "SELECT "+hourlyAggregates+", sum(abs("+restPart+")) FROM "+c.table(TableDatapoints)+
 		" FINAL PREWHERE "+pointsWhere(in, lo, hi)+" GROUP BY variable_id, hour", true)
 	if err != nil {
@@ -73,16 +73,16 @@ func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64,
 		g, ok := got[k]
 		switch {
 		case !ok:
-			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "missing"})
+			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "missing"})
 		default:
 			if p := w.differs(g); p != "" {
-				rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: p})
+				rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: p})
 			}
 		}
 	}
 	for k := range got {
 		if _, ok := want[k]; !ok {
-			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "extra: no point in that hour"})
+			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "extra: no point in that hour"})
 		}
 	}
 	wantL, err := c.latestRows(ctx, "SELECT "+latestFields+" FROM (SELECT "+latestAggregate+" FROM "+c.table(TableDatapoints)+
@@ -100,14 +100,14 @@ func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64,
 		g, ok := gotL[id]
 		switch {
 		case !ok:
-			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "missing"})
+			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableLatest, VariableID: id, Problem: "missing"})
 		case g != w:
-			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "got " + g.String() + ", want " + w.String()})
+			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableLatest, VariableID: id, Problem: "got " + g.String() + ", want " + w.String()})
 		}
 	}
 	for id, g := range gotL {
 		if _, ok := wantL[id]; !ok {
-			rep.Diffs = append(rep.Diffs, verify.RollupDiff{Table: TableLatest, VariableID: id, Problem: "extra: the variable has no point; holds " + g.String()})
+			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableLatest, VariableID: id, Problem: "extra: the variable has no point; holds " + g.String()})
 		}
 	}
 	return nil
@@ -119,12 +119,12 @@ func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64,
 // gets a count = 0 row, see Rebuild), and the latest rows that differ.
 // On a cluster it reads replicas that hold every point and hourly row
 // written before it (readReplicated).
-func (c *AnalystTables) RepairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
+func (c *AnalystTables) RepairRollups(ctx context.Context, diffs []analyst.Diff) error {
 	return c.cluster().readReplicated(ctx, func(ctx context.Context) error { return c.repairRollups(ctx, diffs) }, TableDatapoints, TableHourly)
 }
 
 // repairRollups is RepairRollups' statements.
-func (c *AnalystTables) repairRollups(ctx context.Context, diffs []verify.RollupDiff) error {
+func (c *AnalystTables) repairRollups(ctx context.Context, diffs []analyst.Diff) error {
 	hours := map[string][]int64{}
 	var latest []string
 	for _, d := range diffs {

@@ -46,36 +46,5 @@ type Report struct {
 	ViaAggregation int           `json:"via_aggregation"`
 	ViaStatistics  int           `json:"via_statistics"`
 	Repair         *RepairReport `json:"repair,omitempty"`
-	// Rollups is the check of the analyst tables against the warehouse's
-	// own points, when they are kept.
-	Rollups *RollupReport `json:"rollups,omitempty"`
 }
 
-// RollupDiff is one row of an analyst table that differs from the same
-// aggregate over datapoints FINAL.
-type RollupDiff struct {
-	// Table is datapoints_hourly or datapoints_latest.
-	Table      string `json:"table"`
-	VariableID string `json:"variable_id"`
-	// HourMs is the start of the hour (POSIX ms) of an hourly row; 0 for a
-	// latest row.
-	HourMs int64 `json:"hour_ms,omitempty"`
-	// Problem says how the row differs: missing, extra, or the columns
-	// that differ with their values and the expected ones.
-	Problem string `json:"problem"`
-}
-
-// RollupReport is the check of the analyst tables over a verification's
-// range: every hour the range touches, and the latest row of every
-// variable with a point in those hours.
-type RollupReport struct {
-	// Hours and Latest are the rows the aggregates over datapoints FINAL
-	// expect (each compared with the table's row, or found missing).
-	Hours  int          `json:"hours"`
-	Latest int          `json:"latest"`
-	Diffs  []RollupDiff `json:"diffs"`
-	// Repaired is the rows a repair rewrote, and Remaining what a second
-	// check still found.
-	Repaired  int          `json:"repaired_rows,omitempty"`
-	Remaining []RollupDiff `json:"remaining,omitempty"`
-}
