@@ -165,7 +165,7 @@ func (r *reader) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 		}
 		r.mu.Unlock()
 		chunk.Spans = chunk.Spans[:sink.reqSpans]
-		r.retryOrFail(ctx, req, err, sink.touched)
+		r.retryOrFail(ctx, req, err, sink.reached)
 		return chunk
 	}
 	left, whole := r.proofs.prove(ctx, req, sink.cut)
@@ -176,9 +176,9 @@ func (r *reader) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 // retryOrFail decides what a failed request becomes. The source retries
 // failures that happen before its response reaches the sink, within its own
 // budget; the engine re-issues only requests whose response failed after it
-// started (touched), which the source cannot retry without the caller
+// started (reached), which the source cannot retry without the caller
 // discarding what it already received.
-func (r *reader) retryOrFail(ctx context.Context, req *request, err error, touched bool) {
+func (r *reader) retryOrFail(ctx context.Context, req *request, err error, reached bool) {
 	switch {
 	case ctx.Err() != nil:
 		r.failRequest(req, context.Cause(ctx))
@@ -188,9 +188,9 @@ func (r *reader) retryOrFail(ctx context.Context, req *request, err error, touch
 			return
 		}
 		r.q.push(req)
-	case !touched && IsTooLarge(err) && r.shrink(req, err):
+	case !reached && IsTooLarge(err) && r.shrink(req, err):
 	case r.confine(req, err):
-	case touched && IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
+	case reached && IsRetryable(err) && req.attempt+1 < r.e.opts.RequestAttempts:
 		req.attempt++
 		r.e.log.Warn("raw series request failed, retrying", zap.Int("variables", len(req.targets)),
 			zap.String("from", msTime(req.start)), zap.String("to", msTime(req.end)), zap.Int("attempt", req.attempt), zap.Error(err))

@@ -32,8 +32,8 @@ type frameSink struct {
 	frameTs []int64
 	// frameLoaded counts the current frame's rows in spans so far.
 	frameLoaded int
-	// touched is set once any part of the response reached the sink.
-	touched bool
+	// reached is set once any part of the response reached the sink.
+	reached bool
 }
 
 // A chunk is handed to the loaders once it holds maxChunkRows rows or
@@ -56,7 +56,7 @@ const (
 func full(b *Batch) bool { return b.Len() >= maxChunkRows || b.Bytes >= maxChunkBytes }
 
 func (s *frameSink) Point(i int, p Point) error {
-	s.touched = true
+	s.reached = true
 	if i < 0 || i >= len(s.req.targets) {
 		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
 	}
@@ -120,7 +120,7 @@ func (s *frameSink) nextChunk() {
 }
 
 func (s *frameSink) EndFrame(i int, rows int) error {
-	s.touched = true
+	s.reached = true
 	if i < 0 || i >= len(s.req.targets) {
 		return fmt.Errorf("frame %d of a request for %d variables", i, len(s.req.targets))
 	}

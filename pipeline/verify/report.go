@@ -47,4 +47,3 @@ type Report struct {
 	ViaStatistics  int           `json:"via_statistics"`
 	Repair         *RepairReport `json:"repair,omitempty"`
 }
-
