@@ -112,7 +112,7 @@ func (l *link) Commit(ctx context.Context, done []pipeline.Done, final bool) err
 		err := l.tables.Recompute(context.WithoutCancel(ctx), ranges)
 		l.notBefore = start.Add(min(time.Since(start)*(Pace+1), MaxGap))
 		if err != nil {
-			return fmt.Errorf("recompute the analyst tables of %d variables: %w", len(ranges), err)
+			return fmt.Errorf("recompute the rollups of %d variables: %w", len(ranges), err)
 		}
 	}
 	return l.next.Commit(ctx, held, final)
