@@ -142,19 +142,7 @@ func (s *memStore) Load(context.Context) (map[string]Mark, error) {
 
 func (s *memStore) MarksOf(ctx context.Context, ids []string, fn func(Mark) error) error {
 	marks, _ := s.Load(ctx)
-	return marksOf(marks, ids, fn)
-}
-
-// marksOf is MarksOf over a map of every mark.
-func marksOf(marks map[string]Mark, ids []string, fn func(Mark) error) error {
-	for _, id := range ids {
-		if m, ok := marks[id]; ok {
-			if err := fn(m); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	return MarksOfMap(marks, ids, fn)
 }
 
 func (s *memStore) Commit(_ context.Context, marks []Mark) error {

@@ -930,7 +930,7 @@ func (s simStore) MarksOf(ctx context.Context, ids []string, fn func(Mark) error
 	if err != nil {
 		return err
 	}
-	return simMarksOf(marks, ids, fn)
+	return MarksOfMap(marks, ids, fn)
 }
 
 func (s simStore) Commit(_ context.Context, marks []Mark) error {
@@ -997,16 +997,4 @@ func (w *simWorld) checkMark(p *simProc, m Mark) {
 	if len(missing) > 0 {
 		w.violate("%s committed %s's mark at %s ms with %d points at or below it not stored (first %s)", p.name, v.id, fmtRel(m.HwmMs), len(missing), missing[0])
 	}
-}
-
-// simMarksOf is MarksOf over a map of every mark.
-func simMarksOf(marks map[string]Mark, ids []string, fn func(Mark) error) error {
-	for _, id := range ids {
-		if m, ok := marks[id]; ok {
-			if err := fn(m); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
