@@ -1,8 +1,10 @@
 package pipeline_test
 
 // The deterministic simulation of the whole sync, in the manner of
-// FoundationDB's and TigerBeetle's: the real Syncer, Engine, planner and
-// committer, driven by the models of sim_world_test.go, where every
+// FoundationDB's and TigerBeetle's: the real Syncer, Engine, planner,
+// committer and commit chain (with load/analyst's link in front of the
+// marks, as cmd composes it: hence package pipeline_test), driven by the
+// models of sim_world_test.go, where every
 // behaviour the spec leaves open and every fault is drawn from a seed at
 // the moment it is met. Time is simulated, so a seed runs in milliseconds.
 //
