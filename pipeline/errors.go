@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // RetryableError is implemented by errors that a later attempt may not
@@ -94,3 +95,24 @@ func IsTooLarge(err error) bool {
 	var e TooLargeError
 	return errors.As(err, &e) && e.TooLarge()
 }
+
+// MetadataError reports the parts of the fleet's metadata (groups,
+// organizations, event logs, deletion flags) a cycle could not refresh while
+// devices and variables were stored. The cycle still syncs the points and
+// returns this error at its end. The metadata stages (pipeline/metadata)
+// return it from SnapshotRun.Finish; the Syncer tells it from a failure of
+// the cycle, so it lives beside the cycle.
+type MetadataError struct {
+	Errs []error
+}
+
+func (e *MetadataError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return "fleet metadata only partly refreshed (the points were synced): " + strings.Join(msgs, "; ")
+}
+
+// Unwrap gives the individual failures.
+func (e *MetadataError) Unwrap() []error { return e.Errs }

@@ -5,19 +5,23 @@ import (
 	"time"
 )
 
-// The ports: every interface an adapter implements for the sync, grouped
-// by who implements it, so that a new source, warehouse or state store
-// starts from this file. docs/architecture.md says which are needed for
-// which command. Optional capabilities are fields of the options that
-// take them (EngineOptions.Counts and Links, Stages.Metadata and Events),
-// wired by cmd, never found by a type assertion.
+// The ports: every interface an adapter implements for the engine and
+// the cycle, grouped by who implements it, so that a new source, warehouse
+// or state store starts from this file; the metadata stages' own ports
+// (groups, organizations, event logs) are pipeline/metadata's, in its
+// ports.go. docs/architecture.md says which are needed for which command.
+// Optional capabilities are fields of the options that take them
+// (EngineOptions.Counts and Links, Stages.Metadata and Events), wired by
+// cmd, never found by a type assertion.
 
 // What a source implements. Series and Walk are the whole of what the
-// engine reads; the rest are the metadata stage's (RefreshSource,
-// EventSource) and one optional capability (CountSource). A source also
-// classifies its errors with the interfaces of errors.go (retryable, past
-// retention, not found, one variable's, permission, too large) and, for `fleetsync
-// verify`, implements pipeline/verify's Source.
+// engine reads; the rest are the scope resolution of a scoped walk
+// (ScopeResolver) and one optional capability (CountSource). A source
+// also classifies its errors with the interfaces of errors.go (retryable,
+// past retention, not found, one variable's, too large) and, for
+// `fleetsync verify`, implements pipeline/verify's Source. The metadata
+// stages read more of it (pipeline/metadata's RefreshSource and
+// EventSource, and its PermissionError).
 
 // Source is a telemetry service as the sync reads it: the Fleet Telemetry
 // Service through extract/fleet, or any other that lists devices with
@@ -70,41 +74,19 @@ type CountSource interface {
 }
 
 // ScopeResolver is the part of a Source that resolves group and organization
-// scopes to device ids.
+// scopes to device ids: a scoped walk needs it (Scope.Groups and
+// Organizations), and so does pipeline/metadata's refresh, to map devices
+// to their groups and organizations.
 type ScopeResolver interface {
 	GroupDeviceIDs(ctx context.Context, group string) ([]string, error)
 	OrganizationDeviceIDs(ctx context.Context, org string) ([]string, error)
 }
 
-// RefreshSource is what the metadata refresh reads beyond the walk: the
-// device list (to tell deleted devices), groups with their members, and
-// organizations.
-type RefreshSource interface {
-	ScopeResolver
-	// Devices lists every device of the account (all pages).
-	Devices(ctx context.Context, fn func(Device) error) error
-	// ListDeviceGroups lists every device group; Members is left empty
-	// (GroupDeviceIDs gives them).
-	ListDeviceGroups(ctx context.Context, fn func(DeviceGroup) error) error
-	// ListOrganizations lists every organization. It needs an
-	// organization- or account-scoped token; with an ordinary one it fails
-	// with an error for which IsPermissionDenied is true.
-	ListOrganizations(ctx context.Context, fn func(Organization) error) error
-}
-
-// EventSource lists an event's logs.
-type EventSource interface {
-	// ListEventLogs calls fn for the event's logs, page by page, following
-	// the service's cursor. An error returned by fn stops the listing and
-	// is returned wrapped.
-	ListEventLogs(ctx context.Context, event string, fn func(EventLog) error) error
-}
-
 // What a warehouse implements: the streamed INSERTs of points (Writer,
-// Insert), the links of the commit chain that keep tables derived from the
-// points (Link, commit.go), the metadata tables
-// (MetadataWriter, RefreshStore) and the event logs (EventLogWriter); for
-// `fleetsync verify`, pipeline/verify's Warehouse.
+// Insert) and the links of the commit chain that keep tables derived from
+// the points (Link, commit.go); for `fleetsync verify`, pipeline/verify's
+// Warehouse. The metadata tables and the event logs are
+// pipeline/metadata's ports (Writer, RefreshStore, EventLogWriter).
 
 // Writer loads points into the warehouse, one INSERT at a time, taking each
 // INSERT's rows chunk by chunk: a chunk goes back to the engine's pool as
@@ -133,17 +115,13 @@ type Insert interface {
 	Abort()
 }
 
-// MetadataWriter stores the metadata snapshot of each cycle.
-type MetadataWriter interface {
-	WriteDevices(ctx context.Context, devices []Device, syncedAt time.Time) error
-	WriteVariables(ctx context.Context, vars []Variable, syncedAt time.Time) error
-}
-
 // SnapshotWriter is the metadata stage of a cycle (Stages.Metadata): it
 // takes the cycle's walk as it comes, page by page, and once the walk is
 // complete tells what was deleted and refreshes the rest of the fleet's
-// metadata. *Refresh is the full one; WalkMetadata makes one of a plain
-// MetadataWriter.
+// metadata. pipeline/metadata's *Refresh is the full one; its Plain makes
+// one of a warehouse that stores the walk as it is. The Syncer needs no
+// more of the metadata stage than this port, so that the cycle does not
+// depend on groups, organizations or event logs.
 type SnapshotWriter interface {
 	// BeginSnapshot starts storing one cycle's walk, taken at at; scoped
 	// says a scope restricted it, so that a device missing from it may
@@ -160,60 +138,19 @@ type SnapshotRun interface {
 	Finish(ctx context.Context) error
 }
 
-// RefreshStore is the warehouse side of the metadata refresh.
-type RefreshStore interface {
-	MetadataWriter
-	// LiveDevices returns the organization id (maybe empty) of every device
-	// not marked deleted, by device id.
-	LiveDevices(ctx context.Context) (map[string]string, error)
-	// WriteChangedDevices stores the devices whose live row is missing or
-	// differs from what WriteDevices would write, and returns the live
-	// rows the list lacks. An unchanged device costs no row, so a cycle
-	// in which nothing changed writes none.
-	WriteChangedDevices(ctx context.Context, devices []Device, syncedAt time.Time) (MetadataDiff, error)
-	// ChangedVariables starts storing one walk's variables change by
-	// change, as WriteChangedDevices does devices, but a part of the walk
-	// at a time: the stored rows are compared in a compact form (a few
-	// integers a row), so that memory does not hold the fleet twice.
-	ChangedVariables(ctx context.Context, syncedAt time.Time) (VariableChanges, error)
-	// MarkDevicesDeleted and MarkVariablesDeleted flag the stored rows of
-	// ids as deleted in the source; their points stay.
-	MarkDevicesDeleted(ctx context.Context, ids []string) error
-	MarkVariablesDeleted(ctx context.Context, ids []string) error
-	// WriteOrganizations stores the complete list of organizations; those
-	// stored before and missing from it are marked deleted.
-	WriteOrganizations(ctx context.Context, orgs []Organization, syncedAt time.Time) error
-	// WriteDeviceGroups stores the complete list of groups with their
-	// members: groups missing from it are marked deleted, and memberships
-	// missing from it are marked removed.
-	WriteDeviceGroups(ctx context.Context, groups []DeviceGroup, syncedAt time.Time) error
+// EventSyncer is the event-log stage of a cycle (Stages.Events),
+// pipeline/metadata's *EventSync: the Syncer only runs it once the walk's
+// metadata is finished, and reports its failure with the metadata's.
+type EventSyncer interface {
+	// Sync loads the new logs of every configured event. Its error
+	// does not fail the cycle: it is returned in a *MetadataError after
+	// the points are synced.
+	Sync(ctx context.Context) error
 }
 
-// VariableChanges stores one walk's variables change by change (see
-// RefreshStore.ChangedVariables).
-type VariableChanges interface {
-	// Write stores the variables whose live row, as it was when the walk
-	// began or as an earlier Write of the walk left it, is missing or
-	// differs from what WriteVariables would write, and returns how many
-	// those were. A variable with no live row when the walk began is
-	// written each time it is given (the rows are alike). It may hold them
-	// back to write them together, until Missing.
-	Write(ctx context.Context, vars []Variable) (written int, err error)
-	// Missing writes what Write held back, then returns the live rows (as
-	// they were when the walk began) of variables no Write was given,
-	// each with its device. It is called once the walk is complete.
-	Missing(ctx context.Context) ([]StoredRef, error)
-}
-
-// EventLogWriter stores event logs in the warehouse.
-type EventLogWriter interface {
-	// WriteEventLogs stores logs; a log written again replaces itself
-	// (one row per event and log id once deduplicated).
-	WriteEventLogs(ctx context.Context, logs []EventLog) error
-}
-
-// What a state store implements: the marks (StateStore) and the events'
-// marks (EventMarkStore); the sync lease is its Leaser (lease.go).
+// What a state store implements: the marks (StateStore); the sync lease
+// is its Leaser (lease.go), and the events' marks pipeline/metadata's
+// EventMarkStore.
 
 // StateStore keeps the marks. Implementations must never move a mark
 // backwards: Commit keeps the greater HwmMs of the stored and the given mark.
@@ -231,14 +168,4 @@ type StateStore interface {
 	// mark is safe alone, since it is committed only after the warehouse
 	// acknowledged every point below it.
 	Commit(ctx context.Context, marks []Mark) error
-}
-
-// EventMarkStore keeps the events' marks (state.ClickHouse). Like the
-// variables' marks, an event's mark is committed only after the logs below
-// it were stored.
-type EventMarkStore interface {
-	// EventMarks returns the stored marks by event key.
-	EventMarks(ctx context.Context) (map[string]EventMark, error)
-	// CommitEventMark stores the event's new mark.
-	CommitEventMark(ctx context.Context, mark EventMark) error
 }

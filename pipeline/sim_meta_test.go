@@ -14,6 +14,7 @@ import (
 	"time"
 
 	. "github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 )
 
 // simMetaRow is a stored row of the model's devices or variables table.
@@ -60,10 +61,16 @@ func (s simRefresh) Devices(ctx context.Context, fn func(Device) error) error {
 	return nil
 }
 
-func (simRefresh) ListDeviceGroups(context.Context, func(DeviceGroup) error) error   { return nil }
-func (simRefresh) ListOrganizations(context.Context, func(Organization) error) error { return nil }
-func (simRefresh) GroupDeviceIDs(context.Context, string) ([]string, error)          { return nil, nil }
-func (simRefresh) OrganizationDeviceIDs(context.Context, string) ([]string, error)   { return nil, nil }
+func (simRefresh) ListDeviceGroups(context.Context, func(metadata.DeviceGroup) error) error {
+	return nil
+}
+
+func (simRefresh) ListOrganizations(context.Context, func(metadata.Organization) error) error {
+	return nil
+}
+
+func (simRefresh) GroupDeviceIDs(context.Context, string) ([]string, error)        { return nil, nil }
+func (simRefresh) OrganizationDeviceIDs(context.Context, string) ([]string, error) { return nil, nil }
 
 // simMetaStore is the warehouse's side of the refresh over the model's
 // tables, comparing as load/clickhouse does: with the live rows as they
@@ -105,11 +112,11 @@ func (s simMetaStore) LiveDevices(context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-func (s simMetaStore) WriteChangedDevices(ctx context.Context, ds []Device, at time.Time) (MetadataDiff, error) {
-	return MetadataDiff{Written: len(ds)}, s.WriteDevices(ctx, ds, at)
+func (s simMetaStore) WriteChangedDevices(ctx context.Context, ds []Device, at time.Time) (metadata.Diff, error) {
+	return metadata.Diff{Written: len(ds)}, s.WriteDevices(ctx, ds, at)
 }
 
-func (s simMetaStore) ChangedVariables(context.Context, time.Time) (VariableChanges, error) {
+func (s simMetaStore) ChangedVariables(context.Context, time.Time) (metadata.VariableChanges, error) {
 	w := s.p.w
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -144,8 +151,12 @@ func (s simMetaStore) MarkVariablesDeleted(_ context.Context, ids []string) erro
 	return nil
 }
 
-func (simMetaStore) WriteOrganizations(context.Context, []Organization, time.Time) error { return nil }
-func (simMetaStore) WriteDeviceGroups(context.Context, []DeviceGroup, time.Time) error   { return nil }
+func (simMetaStore) WriteOrganizations(context.Context, []metadata.Organization, time.Time) error {
+	return nil
+}
+func (simMetaStore) WriteDeviceGroups(context.Context, []metadata.DeviceGroup, time.Time) error {
+	return nil
+}
 
 // simChanges is one walk's VariableChanges.
 type simChanges struct {
@@ -168,11 +179,11 @@ func (c *simChanges) Write(ctx context.Context, vs []Variable) (int, error) {
 	return len(changed), c.s.WriteVariables(ctx, changed, time.Time{})
 }
 
-func (c *simChanges) Missing(context.Context) ([]StoredRef, error) {
-	var out []StoredRef
+func (c *simChanges) Missing(context.Context) ([]metadata.StoredRef, error) {
+	var out []metadata.StoredRef
 	for id, r := range c.live {
 		if !c.seen[id] {
-			out = append(out, StoredRef{ID: id, DeviceID: r.device})
+			out = append(out, metadata.StoredRef{ID: id, DeviceID: r.device})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })

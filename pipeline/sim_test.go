@@ -40,6 +40,7 @@ import (
 	"fmt"
 	"github.com/fleetsync/fleetsync/load/analyst"
 	. "github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -271,7 +272,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },
 	}
-	stages := Stages{Metadata: NewRefresh(simRefresh{p}, simMetaStore{p}, RefreshOptions{}, nil), Watermark: simWatermarkWriter{p}}
+	stages := Stages{Metadata: metadata.NewRefresh(simRefresh{p}, simMetaStore{p}, metadata.RefreshOptions{}, nil), Watermark: simWatermarkWriter{p}}
 	err := fn(NewSyncer(src, simWriter{p}, stages, simStore{p}, opts, nil, nil), ctx)
 	w.mu.Lock()
 	w.logf("%s ended: %v", p.name, err)

@@ -56,12 +56,13 @@ type SyncOptions struct {
 // Stages are the steps of a cycle besides moving the points, each
 // optional.
 type Stages struct {
-	// Metadata stores the walk's metadata: *Refresh also marks deletions
-	// and refreshes groups and organizations; WalkMetadata stores devices
-	// and variables alone.
+	// Metadata stores the walk's metadata: pipeline/metadata's *Refresh
+	// also marks deletions and refreshes groups and organizations; its
+	// Plain stores devices and variables alone.
 	Metadata SnapshotWriter
-	// Events syncs the configured events' logs.
-	Events *EventSync
+	// Events syncs the configured events' logs (pipeline/metadata's
+	// *EventSync).
+	Events EventSyncer
 	// Watermark publishes the settled watermark after each complete cycle.
 	Watermark WatermarkWriter
 }

@@ -15,6 +15,7 @@ import (
 	chload "github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 )
 
 func TestMain(m *testing.M) {
@@ -377,9 +378,9 @@ func TestEventMarksRoundTrip(t *testing.T) {
 	st, _ := newClickHouseStore(t)
 	ctx := context.Background()
 	ts := time.Date(2026, 11, 20, 12, 0, 0, 123456000, time.UTC)
-	old := pipeline.EventMark{Event: "~overheat", CreatedAtUs: ts.UnixMicro() - 1, IDs: []string{"l0"}}
-	mark := pipeline.EventMark{Event: "~overheat", CreatedAtUs: ts.UnixMicro(), IDs: []string{"l1", "l2"}}
-	for _, m := range []pipeline.EventMark{old, mark, mark} { // a retried commit is one row under FINAL
+	old := metadata.EventMark{Event: "~overheat", CreatedAtUs: ts.UnixMicro() - 1, IDs: []string{"l0"}}
+	mark := metadata.EventMark{Event: "~overheat", CreatedAtUs: ts.UnixMicro(), IDs: []string{"l1", "l2"}}
+	for _, m := range []metadata.EventMark{old, mark, mark} { // a retried commit is one row under FINAL
 		if err := st.CommitEventMark(ctx, m); err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +389,7 @@ func TestEventMarksRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(marks, map[string]pipeline.EventMark{"~overheat": mark}) {
+	if !reflect.DeepEqual(marks, map[string]metadata.EventMark{"~overheat": mark}) {
 		t.Fatalf("EventMarks = %+v, want %+v", marks, mark)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/fleetsync/fleetsync/extract/fleetapi"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 	"github.com/fleetsync/fleetsync/state"
 )
 
@@ -55,7 +56,7 @@ func (b *bench) profiled(ctx context.Context) error {
 	}
 	w := &countingWriter{w: ch.Points()}
 	src := fleet.New(api, fleet.Options{MaxInFlight: t.MaxInFlight})
-	syncer := pipeline.NewSyncer(src, w, pipeline.Stages{Metadata: pipeline.WalkMetadata(ch.Metadata())}, state.NewClickHouse(ch), pipeline.SyncOptions{
+	syncer := pipeline.NewSyncer(src, w, pipeline.Stages{Metadata: metadata.Plain(ch.Metadata())}, state.NewClickHouse(ch), pipeline.SyncOptions{
 		Engine: pipeline.EngineOptions{
 			RowsPerRequest:      t.RowsPerRequest,
 			VariablesPerRequest: t.VariablesPerRequest,

@@ -23,6 +23,7 @@ import (
 	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 	"github.com/fleetsync/fleetsync/state"
 )
 
@@ -239,13 +240,13 @@ func openApp(ctx context.Context, env *cliEnv, cfg *config.Config, withSource bo
 		// whatever state.backend is.
 		var stages pipeline.Stages
 		if shardOfConfig(cfg.Sync).WritesMetadata() {
-			stages.Metadata = pipeline.NewRefresh(a.src, a.ch.Metadata(), pipeline.RefreshOptions{
+			stages.Metadata = metadata.NewRefresh(a.src, a.ch.Metadata(), metadata.RefreshOptions{
 				MaxInFlight: cfg.Sync.MaxInFlight,
 				ListEvery:   time.Duration(cfg.Sync.MetadataRefresh),
 			}, log.Named("metadata"))
 		}
 		if len(cfg.Sync.Events) > 0 && shardOfConfig(cfg.Sync).WritesMetadata() {
-			stages.Events = pipeline.NewEventSync(a.src, a.ch.Metadata(), state.NewClickHouse(a.ch), pipeline.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
+			stages.Events = metadata.NewEventSync(a.src, a.ch.Metadata(), state.NewClickHouse(a.ch), metadata.EventOptions{Events: cfg.Sync.Events}, log.Named("metadata"))
 		}
 		// The settled watermark lives in the warehouse beside the data it
 		// describes, whatever state.backend is.

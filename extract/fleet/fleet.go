@@ -1,8 +1,8 @@
 // Package fleet is the adapter between the Fleet Telemetry API client
 // (extract/fleetapi) and the sync (pipeline): it implements the pipeline's
 // ports on the client (the raw series, the device and variable listings,
-// scope resolution, the metadata source) and converts the client's types to
-// the pipeline's. The client stays reusable on its own; the pipeline knows
+// scope resolution) and pipeline/metadata's (the metadata source), and
+// converts the client's types to theirs. The client stays reusable on its own; the pipeline knows
 // neither package.
 package fleet
 
@@ -13,6 +13,7 @@ import (
 
 	"github.com/fleetsync/fleetsync/extract/fleetapi"
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 )
 
 // The ports this package implements, and the classification of the
@@ -20,8 +21,8 @@ import (
 var (
 	_ pipeline.Source          = (*Source)(nil)
 	_ pipeline.ScopeResolver   = (*Source)(nil)
-	_ pipeline.RefreshSource   = (*Source)(nil)
-	_ pipeline.EventSource     = (*Source)(nil)
+	_ metadata.RefreshSource   = (*Source)(nil)
+	_ metadata.EventSource     = (*Source)(nil)
 	_ pipeline.RetryableError  = (*fleetapi.APIError)(nil)
 	_ pipeline.RetryableError  = (*fleetapi.TransportError)(nil)
 	_ pipeline.RetryableError  = (*fleetapi.ListChangedError)(nil)
@@ -32,7 +33,7 @@ var (
 	_ pipeline.VariableError   = (*fleetapi.APIError)(nil)
 	_ pipeline.VariableError   = (*fleetapi.DecodeError)(nil)
 	_ pipeline.VariableError   = (*fleetapi.TransportError)(nil)
-	_ pipeline.PermissionError = (*fleetapi.APIError)(nil)
+	_ metadata.PermissionError = (*fleetapi.APIError)(nil)
 )
 
 // Options configure the walk of devices and variables.

@@ -213,8 +213,8 @@ func (c *Client) Points() *Points { return &Points{c.pool} }
 func (c *Client) AnalystTables() *AnalystTables { return &AnalystTables{c.pool} }
 
 // Metadata is the store of the fleet's devices, variables, organizations,
-// groups and event logs: the pipeline's RefreshStore and EventLogWriter
-// (metadata.go, fleet.go).
+// groups and event logs: pipeline/metadata's RefreshStore and
+// EventLogWriter (metadata.go, fleet.go).
 func (c *Client) Metadata() *Metadata { return &Metadata{c.pool} }
 
 // Readback reads back what landed, for verify (its Warehouse) and status

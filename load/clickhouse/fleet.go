@@ -6,7 +6,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 )
 
 // The rest of the fleet's metadata: organizations, device groups and their
@@ -17,8 +17,8 @@ import (
 
 // The warehouse sides of the metadata and event-log stages.
 var (
-	_ pipeline.RefreshStore   = (*Metadata)(nil)
-	_ pipeline.EventLogWriter = (*Metadata)(nil)
+	_ metadata.RefreshStore   = (*Metadata)(nil)
+	_ metadata.EventLogWriter = (*Metadata)(nil)
 )
 
 // Membership changes recorded in device_group_member_changes.
@@ -83,7 +83,7 @@ func (c *Metadata) MarkVariablesDeleted(ctx context.Context, ids []string) error
 
 // WriteOrganizations stores the complete list of organizations (deleted =
 // 0) and flags the stored ones missing from it as deleted.
-func (c *Metadata) WriteOrganizations(ctx context.Context, orgs []pipeline.Organization, syncedAt time.Time) error {
+func (c *Metadata) WriteOrganizations(ctx context.Context, orgs []metadata.Organization, syncedAt time.Time) error {
 	version := c.nextVersion()
 	synced := clampTime(syncedAt)
 	ids := make([]string, len(orgs))
@@ -138,7 +138,7 @@ type memberRow struct {
 // stored membership go to device_group_member_changes first, so a failure
 // between the two inserts repeats a change in the history rather than
 // losing it.
-func (c *Metadata) WriteDeviceGroups(ctx context.Context, groups []pipeline.DeviceGroup, syncedAt time.Time) error {
+func (c *Metadata) WriteDeviceGroups(ctx context.Context, groups []metadata.DeviceGroup, syncedAt time.Time) error {
 	prev, err := c.currentMembers(ctx)
 	if err != nil {
 		return err
@@ -212,7 +212,7 @@ func (c *Metadata) WriteDeviceGroups(ctx context.Context, groups []pipeline.Devi
 
 // WriteEventLogs stores event logs. A log stored twice (a retry, a crash
 // before its event's mark was committed) is one row under FINAL.
-func (c *Metadata) WriteEventLogs(ctx context.Context, logs []pipeline.EventLog) error {
+func (c *Metadata) WriteEventLogs(ctx context.Context, logs []metadata.EventLog) error {
 	version := c.nextVersion()
 	now := time.Now().UTC()
 	return c.insertRows(ctx, TableEventLogs, "event, id, created_at, created_at_us, log, synced_at, version", len(logs), func(i int) []any {

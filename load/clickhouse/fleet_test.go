@@ -14,6 +14,7 @@ import (
 
 	"github.com/fleetsync/fleetsync/load/clickhouse/chserver/chtest"
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 )
 
 // queryStrings runs a query whose columns are all strings (or castable by
@@ -50,7 +51,7 @@ func TestWriteDeviceGroupsKeepsTheCurrentMembershipAndItsHistory(t *testing.T) {
 	ctx := context.Background()
 	t1 := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)
 	t2 := t1.Add(5 * time.Minute)
-	first := []pipeline.DeviceGroup{
+	first := []metadata.DeviceGroup{
 		{ID: "g1", Label: "north", Organization: "o1", Tags: []string{"x"}, CreatedAt: t1, Members: []string{"A", "B"}},
 		{ID: "g2", Label: "south", Organization: "o1", Members: []string{"C"}},
 	}
@@ -58,7 +59,7 @@ func TestWriteDeviceGroupsKeepsTheCurrentMembershipAndItsHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A leaves g1, D joins it, g2 is deleted in the source.
-	second := []pipeline.DeviceGroup{{ID: "g1", Label: "north-renamed", Organization: "o1", Tags: []string{"x", "y"}, CreatedAt: t1, Members: []string{"B", "D"}}}
+	second := []metadata.DeviceGroup{{ID: "g1", Label: "north-renamed", Organization: "o1", Tags: []string{"x", "y"}, CreatedAt: t1, Members: []string{"B", "D"}}}
 	if err := c.Metadata().WriteDeviceGroups(ctx, second, t2); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestWriteOrganizationsMarksTheMissingOnesDeleted(t *testing.T) {
 	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	created := time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
-	orgs := []pipeline.Organization{{ID: "o1", Label: "org-00", Name: "Org 0", CreatedAt: created}, {ID: "o2", Label: "org-01"}}
+	orgs := []metadata.Organization{{ID: "o1", Label: "org-00", Name: "Org 0", CreatedAt: created}, {ID: "o2", Label: "org-01"}}
 	if err := c.Metadata().WriteOrganizations(ctx, orgs, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestEventLogsRoundTrip(t *testing.T) {
 	c := newTestClient(t, chtest.Shared(t), nil)
 	ctx := context.Background()
 	ts := time.Date(2026, 11, 20, 12, 0, 0, 123456000, time.UTC)
-	logs := []pipeline.EventLog{
+	logs := []metadata.EventLog{
 		{Event: "~overheat", ID: "l1", CreatedAt: ts, Raw: []byte(`{"id":"l1","message":"hot","value":31.5}`)},
 		{Event: "~overheat", ID: "l2", CreatedAt: ts, Raw: []byte(`{"id":"l2"}`)},
 	}
@@ -168,14 +169,14 @@ func TestEventLogsRoundTrip(t *testing.T) {
 
 // writeChangedVariables stores a walk of pages through changedVariables
 // with hash and returns what it wrote and found missing.
-func writeChangedVariables(t *testing.T, c *Client, at time.Time, hash func(string) idHash, pages ...[]pipeline.Variable) pipeline.MetadataDiff {
+func writeChangedVariables(t *testing.T, c *Client, at time.Time, hash func(string) idHash, pages ...[]pipeline.Variable) metadata.Diff {
 	t.Helper()
 	ctx := context.Background()
 	ch, err := c.Metadata().changedVariables(ctx, at, hash)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var diff pipeline.MetadataDiff
+	var diff metadata.Diff
 	for _, page := range pages {
 		n, err := ch.Write(ctx, page)
 		if err != nil {
@@ -211,7 +212,7 @@ func TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows(t *testing.T) {
 		{ID: "B1", DeviceID: "B", DeviceLabel: "dev-b", Label: "t", LastActivityMs: -1},
 		{ID: "C1", DeviceID: "C", DeviceLabel: "dev-c", Label: "12:ab", Name: "3:"},
 	}
-	write := func(ds []pipeline.Device, vs []pipeline.Variable) (dd, vd pipeline.MetadataDiff) {
+	write := func(ds []pipeline.Device, vs []pipeline.Variable) (dd, vd metadata.Diff) {
 		t.Helper()
 		dd, err := c.Metadata().WriteChangedDevices(ctx, ds, t1)
 		if err != nil {
@@ -268,7 +269,7 @@ func TestWriteChangedWritesOnlyWhatDiffersFromTheLiveRows(t *testing.T) {
 	if dd.Written != 0 || len(dd.Missing) != 1 || dd.Missing[0].ID != "C" {
 		t.Fatalf("devices without C: %+v, want C missing and nothing written", dd)
 	}
-	if vd.Written != 0 || len(vd.Missing) != 1 || !slices.Contains(vd.Missing, pipeline.StoredRef{ID: "C1", DeviceID: "C"}) {
+	if vd.Written != 0 || len(vd.Missing) != 1 || !slices.Contains(vd.Missing, metadata.StoredRef{ID: "C1", DeviceID: "C"}) {
 		t.Fatalf("variables without C1: %+v, want C1 of C missing", vd)
 	}
 }
@@ -344,7 +345,7 @@ func TestChangedVariablesComparesEachVariableWithItsOwnStoredRow(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if want := []pipeline.StoredRef{{ID: "V7", DeviceID: "D1"}}; !reflect.DeepEqual(missing, want) {
+			if want := []metadata.StoredRef{{ID: "V7", DeviceID: "D1"}}; !reflect.DeepEqual(missing, want) {
 				t.Errorf("Missing = %v, want %v", missing, want)
 			}
 			got := queryStrings(t, c, "SELECT id, label FROM "+c.Table(TableVariables)+" FINAL WHERE id IN ('V6', 'V8', 'V9', 'N1')")
@@ -368,8 +369,8 @@ func TestChangedVariablesAfterAWalkThatWasNotGivenAnything(t *testing.T) {
 		t.Fatal(err)
 	}
 	diff := writeChangedVariables(t, c, time.Now(), oneKey)
-	slices.SortFunc(diff.Missing, func(a, b pipeline.StoredRef) int { return strings.Compare(a.ID, b.ID) })
-	if want := []pipeline.StoredRef{{ID: "A1", DeviceID: "A"}, {ID: "B1", DeviceID: "B"}}; diff.Written != 0 || !reflect.DeepEqual(diff.Missing, want) {
+	slices.SortFunc(diff.Missing, func(a, b metadata.StoredRef) int { return strings.Compare(a.ID, b.ID) })
+	if want := []metadata.StoredRef{{ID: "A1", DeviceID: "A"}, {ID: "B1", DeviceID: "B"}}; diff.Written != 0 || !reflect.DeepEqual(diff.Missing, want) {
 		t.Fatalf("an empty walk: wrote %d, missing %v; want nothing written and %v missing", diff.Written, diff.Missing, want)
 	}
 }

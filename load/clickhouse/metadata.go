@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/metadata"
 )
 
 // Metadata stores what the service says of the fleet beside its points:
 // devices and variables (this file), organizations, device groups and
-// event logs (fleet.go). It is the pipeline's RefreshStore and
+// event logs (fleet.go). It is pipeline/metadata's RefreshStore and
 // EventLogWriter (Client.Metadata).
 type Metadata struct{ *pool }
 
@@ -333,7 +334,7 @@ func (x *storedIndex) wasSeen(i int) bool { return x.seen[i/64]&(1<<(i%64)) != 0
 
 // changes stores one walk's objects of a table (devices or variables)
 // change by change against a storedIndex read when it began. Its Write
-// and Missing implement pipeline.VariableChanges.
+// and Missing implement metadata.VariableChanges.
 type changes[T any] struct {
 	c         *Metadata
 	table     string
@@ -456,7 +457,7 @@ func (ch *changes[T]) flush(ctx context.Context) error {
 // missing; one without an entry was inserted since (by a Write of this
 // walk, or by another writer) and is not. When the walk showed every row,
 // as in a cycle in which nothing was deleted, nothing is read.
-func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error) {
+func (ch *changes[T]) Missing(ctx context.Context) ([]metadata.StoredRef, error) {
 	ch.mu.Lock()
 	err := ch.flush(ctx)
 	all := ch.x.nseen == len(ch.x.entries)
@@ -464,7 +465,7 @@ func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error)
 	if err != nil || all {
 		return nil, err
 	}
-	var missing []pipeline.StoredRef
+	var missing []metadata.StoredRef
 	query := "SELECT id, " + ch.deviceCol + " FROM " + ch.c.table(ch.table) + " FINAL WHERE deleted = 0"
 	err = func() error {
 		rows, err := ch.c.conn.Query(ctx, query)
@@ -482,7 +483,7 @@ func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error)
 			gone := i >= 0 && !ch.x.wasSeen(i)
 			ch.mu.Unlock()
 			if gone {
-				missing = append(missing, pipeline.StoredRef{ID: id, DeviceID: dev})
+				missing = append(missing, metadata.StoredRef{ID: id, DeviceID: dev})
 			}
 		}
 		return rows.Err()
@@ -496,8 +497,8 @@ func (ch *changes[T]) Missing(ctx context.Context) ([]pipeline.StoredRef, error)
 // WriteChangedDevices stores the devices whose live row is missing or
 // differs and returns the live rows devices lacks: the whole of a walk's
 // changes at once, since a fleet has few devices.
-func (c *Metadata) WriteChangedDevices(ctx context.Context, devices []pipeline.Device, syncedAt time.Time) (pipeline.MetadataDiff, error) {
-	var diff pipeline.MetadataDiff
+func (c *Metadata) WriteChangedDevices(ctx context.Context, devices []pipeline.Device, syncedAt time.Time) (metadata.Diff, error) {
+	var diff metadata.Diff
 	ch, err := c.changedDevices(ctx, syncedAt, newIDHash())
 	if err != nil {
 		return diff, err
@@ -511,7 +512,7 @@ func (c *Metadata) WriteChangedDevices(ctx context.Context, devices []pipeline.D
 
 // ChangedVariables begins storing one walk's variables change by change
 // (see changes), a page at a time, against the live rows as they are now.
-func (c *Metadata) ChangedVariables(ctx context.Context, syncedAt time.Time) (pipeline.VariableChanges, error) {
+func (c *Metadata) ChangedVariables(ctx context.Context, syncedAt time.Time) (metadata.VariableChanges, error) {
 	ch, err := c.changedVariables(ctx, syncedAt, newIDHash())
 	if err != nil {
 		return nil, err

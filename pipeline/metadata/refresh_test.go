@@ -1,4 +1,4 @@
-package pipeline
+package metadata
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"maps"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // The schedule of the group, membership and organization lists
@@ -101,9 +103,9 @@ func TestRefreshRetriesAFailedListingOnTheNextCycle(t *testing.T) {
 			src, store := fleetFixture()
 			f := NewRefresh(src, store, RefreshOptions{ListEvery: time.Hour}, nil)
 			c.fail(src, store)
-			var me *MetadataError
+			var me *pipeline.MetadataError
 			if err := refreshRound(f, src, t0, "A", "B", "C"); !errors.As(err, &me) {
-				t.Fatalf("first cycle: %v, want a *MetadataError for the failed %s", err, c.name)
+				t.Fatalf("first cycle: %v, want a *pipeline.MetadataError for the failed %s", err, c.name)
 			}
 			if got := takeLists(src); got[listGroups] != 1 || got[listOrgs] != 1 {
 				t.Fatalf("first cycle listed %v, want the groups and organizations once each", got)
@@ -176,7 +178,7 @@ func TestRefreshGivesADeviceNewToTheWalkItsOrganizationFromTheKeptListing(t *tes
 	takeLists(src)
 	// C enters the walk (it was out of it), and D is created after the
 	// listing: the kept listing knows C's organization, not D's.
-	src.devices = append(src.devices, Device{ID: "D", Label: "dev-D"})
+	src.devices = append(src.devices, pipeline.Device{ID: "D", Label: "dev-D"})
 	src.orgDevices["o1"] = append(src.orgDevices["o1"], "D")
 	if err := refreshRound(f, src, t0.Add(5*time.Minute), "A", "B", "C", "D"); err != nil {
 		t.Fatal(err)

@@ -1,15 +1,42 @@
-package pipeline
+package metadata
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"slices"
 	"sort"
+	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/fleetsync/fleetsync/pipeline"
 )
+
+// EventLog is one entry of an event's log history.
+type EventLog struct {
+	// Event is the event's key as configured (an id or a ~label): the
+	// service has no event listing, so the configured key names the event.
+	Event     string
+	ID        string
+	CreatedAt time.Time
+	// Raw is the whole log object as compact JSON text: the service does not
+	// document its fields beyond id and createdAt, so nothing is dropped.
+	Raw json.RawMessage
+}
+
+// EventMark is the high-water mark of one event's logs.
+type EventMark struct {
+	Event string
+	// CreatedAtUs is the greatest createdAt loaded, POSIX microseconds.
+	CreatedAtUs int64
+	// IDs are the logs loaded whose createdAt equals CreatedAtUs, so that a
+	// log with the same createdAt that shows up later is still loaded while
+	// those already loaded are not loaded again.
+	IDs []string
+}
 
 // EventOptions configure the event-log stage.
 type EventOptions struct {
@@ -19,7 +46,7 @@ type EventOptions struct {
 
 // EventSync is the event-log stage of a cycle: an incremental sync of each
 // configured event's logs, by a mark per event. It is the Syncer's
-// Stages.Events.
+// pipeline.Stages.Events.
 type EventSync struct {
 	src   EventSource
 	logs  EventLogWriter
@@ -35,6 +62,8 @@ func NewEventSync(src EventSource, logs EventLogWriter, marks EventMarkStore, op
 	}
 	return &EventSync{src: src, logs: logs, marks: marks, opts: opts, log: logger}
 }
+
+var _ pipeline.EventSyncer = (*EventSync)(nil)
 
 // Sync loads the new logs of every configured event. One event's failure
 // (an unknown key, say) does not stop the others.
