@@ -1,8 +1,8 @@
 // Package fleet is the adapter between the Fleet Telemetry API client
 // (extract/fleetapi) and the sync (pipeline): it implements the pipeline's
 // ports on the client (the raw series, the device and variable listings,
-// scope resolution, the metadata source) and converts the client's types to
-// the pipeline's. The client stays reusable on its own; the pipeline knows
+// scope resolution, the metadata source) and maps the client's types to the
+// pipeline's (types.go). The client stays reusable on its own; the pipeline knows
 // neither package.
 package fleet
 
@@ -80,22 +80,22 @@ func (s *Source) Client() *fleetapi.Client { return s.c }
 
 // Devices lists every device of the account (all pages).
 func (s *Source) Devices(ctx context.Context, fn func(pipeline.Device) error) error {
-	return s.c.Devices(ctx, func(d fleetapi.Device) error { return fn(pipeline.Device(d)) })
+	return s.c.Devices(ctx, func(d fleetapi.Device) error { return fn(pipelineDevice(d)) })
 }
 
 // Variables lists the variables of d.
 func (s *Source) Variables(ctx context.Context, d pipeline.Device, fn func(pipeline.Variable) error) error {
-	return s.c.Variables(ctx, fleetapi.Device(d), func(v fleetapi.Variable) error { return fn(pipeline.Variable(v)) })
+	return s.c.Variables(ctx, clientDevice(d), func(v fleetapi.Variable) error { return fn(pipelineVariable(v)) })
 }
 
 // AllVariables lists every variable of the account at once.
 func (s *Source) AllVariables(ctx context.Context, fn func(pipeline.Variable) error) error {
-	return s.c.AllVariables(ctx, func(v fleetapi.Variable) error { return fn(pipeline.Variable(v)) })
+	return s.c.AllVariables(ctx, func(v fleetapi.Variable) error { return fn(pipelineVariable(v)) })
 }
 
 // Series streams the raw series of req into sink.
 func (s *Source) Series(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
-	return s.c.Series(ctx, fleetapi.SeriesRequest(req), frameSink{sink})
+	return s.c.Series(ctx, clientSeriesRequest(req), frameSink{sink})
 }
 
 // frameSink hands the client's points to the pipeline's sink, with the
