@@ -2,8 +2,8 @@
 // (extract/fleetapi) and the sync (pipeline): it implements the pipeline's
 // ports on the client (the raw series, the device and variable listings,
 // scope resolution, the metadata source) and maps the client's types to the
-// pipeline's (types.go). The client stays reusable on its own; the pipeline knows
-// neither package.
+// pipeline's (types.go). The client stays reusable on its own; the pipeline
+// knows neither package.
 package fleet
 
 import (
@@ -99,13 +99,13 @@ func (s *Source) Series(ctx context.Context, req pipeline.SeriesRequest, sink pi
 }
 
 // frameSink hands the client's points to the pipeline's sink, with the
-// position their context carries (position.go): where a point's position
-// lies is this API's convention, not the pipeline's.
+// position the client's decoder read in each context as it scanned it
+// (extract/fleetapi/position.go): where a point's position lies is this
+// API's convention, not the pipeline's.
 type frameSink struct{ s pipeline.FrameSink }
 
 func (f frameSink) Point(i int, p fleetapi.Point) error {
-	lat, lng, hasLat, hasLng := LatLng(p.Context)
-	return f.s.Point(i, pipeline.Point{TsMs: p.TsMs, Value: p.Value, Context: p.Context, Lat: lat, Lng: lng, HasLat: hasLat, HasLng: hasLng})
+	return f.s.Point(i, pipelinePoint(p))
 }
 
 func (f frameSink) EndFrame(i int, rows int) error { return f.s.EndFrame(i, rows) }

@@ -66,3 +66,17 @@ func pipelineVariable(v fleetapi.Variable) pipeline.Variable {
 func clientSeriesRequest(r pipeline.SeriesRequest) fleetapi.SeriesRequest {
 	return fleetapi.SeriesRequest{VariableIDs: r.VariableIDs, Start: r.Start, End: r.End, Limit: r.Limit}
 }
+
+// pipelinePoint is the client's decoded point as the pipeline loads it. Its
+// context is still the decoder's buffer, valid only during the callback.
+func pipelinePoint(p fleetapi.Point) pipeline.Point {
+	return pipeline.Point{
+		TsMs:    p.TsMs,
+		Value:   p.Value,
+		Context: p.Context,
+		Lat:     p.Lat,
+		Lng:     p.Lng,
+		HasLat:  p.HasLat,
+		HasLng:  p.HasLng,
+	}
+}

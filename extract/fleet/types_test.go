@@ -63,6 +63,8 @@ func TestMappingsCarryEveryField(t *testing.T) {
 			mapped: func(f any) any { return clientDevice(*f.(*pipeline.Device)) }},
 		{name: "pipelineVariable", from: &fleetapi.Variable{},
 			mapped: func(f any) any { return pipelineVariable(*f.(*fleetapi.Variable)) }},
+		{name: "pipelinePoint", from: &fleetapi.Point{},
+			mapped: func(f any) any { return pipelinePoint(*f.(*fleetapi.Point)) }},
 		{name: "clientSeriesRequest", from: &pipeline.SeriesRequest{},
 			mapped: func(f any) any { return clientSeriesRequest(*f.(*pipeline.SeriesRequest)) }},
 	}
