@@ -3,6 +3,7 @@ package fleet
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/fleetsync/fleetsync/extract/fleetapi"
@@ -29,35 +30,21 @@ func (c *pointCounter) EndFrame(int, int) error { return nil }
 // whose points carry lat and lng (and a speed) in their context; the others
 // have empty contexts.
 func positionFleetBody(vars []string, rows int, start int64) []byte {
-	var b bytes.Buffer
-	b.WriteString(`{"columns":[`)
+	cols := make([]string, len(vars))
+	frames := make([]string, len(vars))
 	for i, v := range vars {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `["timestamp","%s.value.value","%s.value.context"]`, v, v)
-	}
-	b.WriteString(`],"results":[`)
-	for i := range vars {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('[')
-		for k := range rows {
-			if k > 0 {
-				b.WriteByte(',')
-			}
+		cols[i] = fmt.Sprintf(`["timestamp","%s.value.value","%s.value.context"]`, v, v)
+		points := make([]string, rows)
+		for k := range points {
 			ts := start + int64(rows-k)*1000
+			points[k] = fmt.Sprintf(`[%d,%.2f,{}]`, ts, 20+float64(k%1000)/100)
 			if i%4 == 3 {
-				fmt.Fprintf(&b, `[%d,%d,{"lat":%.6f,"lng":%.6f,"speed":%d}]`, ts, 3+k%20, 48.1+float64(k%997)/1e4, 11.5-float64(k%991)/1e4, k%90)
-			} else {
-				fmt.Fprintf(&b, `[%d,%.2f,{}]`, ts, 20+float64(k%1000)/100)
+				points[k] = fmt.Sprintf(`[%d,%d,{"lat":%.6f,"lng":%.6f,"speed":%d}]`, ts, 3+k%20, 48.1+float64(k%997)/1e4, 11.5-float64(k%991)/1e4, k%90)
 			}
 		}
-		b.WriteByte(']')
+		frames[i] = "[" + strings.Join(points, ",") + "]"
 	}
-	b.WriteString(`]}`)
-	return b.Bytes()
+	return []byte(`{"columns":[` + strings.Join(cols, ",") + `],"results":[` + strings.Join(frames, ",") + `]}`)
 }
 
 // BenchmarkSeriesToPipeline measures the path every synced point takes

@@ -30,21 +30,11 @@ func pipelineDevice(d fleetapi.Device) pipeline.Device {
 	}
 }
 
-// clientDevice is the pipeline's device handed back to the client, which
-// lists its variables by its id (or label).
+// clientDevice is the pipeline's device as the client's Variables reads
+// it: the id (or label) to list its variables by, and both to name the
+// device in each variable the response leaves without.
 func clientDevice(d pipeline.Device) fleetapi.Device {
-	return fleetapi.Device{
-		ID:             d.ID,
-		Label:          d.Label,
-		Name:           d.Name,
-		Description:    d.Description,
-		URL:            d.URL,
-		Properties:     d.Properties,
-		Tags:           d.Tags,
-		CreatedAt:      d.CreatedAt,
-		LastActivityMs: d.LastActivityMs,
-		Organization:   d.Organization,
-	}
+	return fleetapi.Device{ID: d.ID, Label: d.Label}
 }
 
 // pipelineVariable is the client's variable as the pipeline sees it.
