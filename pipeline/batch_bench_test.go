@@ -34,7 +34,7 @@ func benchSink(vars int) (*frameSink, func()) {
 }
 
 // BenchmarkBatchBuild measures the frameSink append path (decoded point →
-// columnar pipeline.Batch, lat/lng extraction, chunk hand-off at frame
+// columnar pipeline.Batch with its lat/lng, chunk hand-off at frame
 // boundaries): one op is one point. "plain" has only empty contexts;
 // "fleet" is fleetsim's mix, where every fourth variable is a position
 // whose context carries lat and lng.

@@ -2,8 +2,8 @@
 // (extract/fleetapi) and the sync (pipeline): it implements the pipeline's
 // ports on the client (the raw series, the device and variable listings,
 // scope resolution) and pipeline/metadata's (the metadata source), and
-// converts the client's types to theirs. The client stays reusable on its own; the pipeline knows
-// neither package.
+// maps the client's types to theirs (types.go). The client stays reusable
+// on its own; the pipeline knows neither package.
 package fleet
 
 import (
@@ -81,32 +81,32 @@ func (s *Source) Client() *fleetapi.Client { return s.c }
 
 // Devices lists every device of the account (all pages).
 func (s *Source) Devices(ctx context.Context, fn func(pipeline.Device) error) error {
-	return s.c.Devices(ctx, func(d fleetapi.Device) error { return fn(pipeline.Device(d)) })
+	return s.c.Devices(ctx, func(d fleetapi.Device) error { return fn(pipelineDevice(d)) })
 }
 
 // Variables lists the variables of d.
 func (s *Source) Variables(ctx context.Context, d pipeline.Device, fn func(pipeline.Variable) error) error {
-	return s.c.Variables(ctx, fleetapi.Device(d), func(v fleetapi.Variable) error { return fn(pipeline.Variable(v)) })
+	return s.c.Variables(ctx, clientDevice(d), func(v fleetapi.Variable) error { return fn(pipelineVariable(v)) })
 }
 
 // AllVariables lists every variable of the account at once.
 func (s *Source) AllVariables(ctx context.Context, fn func(pipeline.Variable) error) error {
-	return s.c.AllVariables(ctx, func(v fleetapi.Variable) error { return fn(pipeline.Variable(v)) })
+	return s.c.AllVariables(ctx, func(v fleetapi.Variable) error { return fn(pipelineVariable(v)) })
 }
 
 // Series streams the raw series of req into sink.
 func (s *Source) Series(ctx context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
-	return s.c.Series(ctx, fleetapi.SeriesRequest(req), frameSink{sink})
+	return s.c.Series(ctx, clientSeriesRequest(req), frameSink{sink})
 }
 
 // frameSink hands the client's points to the pipeline's sink, with the
-// position their context carries (position.go): where a point's position
-// lies is this API's convention, not the pipeline's.
+// position the client's decoder read in each context as it scanned it
+// (extract/fleetapi/position.go): where a point's position lies is this
+// API's convention, not the pipeline's.
 type frameSink struct{ s pipeline.FrameSink }
 
 func (f frameSink) Point(i int, p fleetapi.Point) error {
-	lat, lng, hasLat, hasLng := LatLng(p.Context)
-	return f.s.Point(i, pipeline.Point{TsMs: p.TsMs, Value: p.Value, Context: p.Context, Lat: lat, Lng: lng, HasLat: hasLat, HasLng: hasLng})
+	return f.s.Point(i, pipelinePoint(p))
 }
 
 func (f frameSink) EndFrame(i int, rows int) error { return f.s.EndFrame(i, rows) }

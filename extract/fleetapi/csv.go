@@ -43,6 +43,7 @@ func DecodeValuesCSV(r io.Reader, fn func(Point) error) error {
 		return fail(0, "unexpected header %q", head)
 	}
 	var ctx, scratch []byte
+	var at position
 	for row := 1; ; row++ {
 		rec, err := cr.Read()
 		if err == io.EOF {
@@ -69,11 +70,11 @@ func DecodeValuesCSV(r io.Reader, fn func(Point) error) error {
 		if err != nil {
 			return fail(row, "value %q: %v", rec[2], err)
 		}
-		ctx, scratch, err = pythonBytesJSON(ctx[:0], scratch[:0], rec[3])
+		ctx, scratch, err = pythonBytesJSON(ctx[:0], scratch[:0], rec[3], &at)
 		if err != nil {
 			return fail(row, "context %q: %v", clip(rec[3], 80), err)
 		}
-		if err := fn(Point{TsMs: ts, Value: val, Context: ctx}); err != nil {
+		if err := fn(at.point(ts, val, ctx)); err != nil {
 			return fmt.Errorf("values csv row %d: %w", row, err)
 		}
 	}
@@ -98,9 +99,11 @@ func clip(s string, n int) string {
 }
 
 // pythonBytesJSON reads a context cell written as a Python bytes literal
-// holding JSON and appends the compact JSON object to dst. An empty cell, an
-// empty literal and null give "{}". scratch is reused for unescaping.
-func pythonBytesJSON(dst, scratch []byte, cell string) ([]byte, []byte, error) {
+// holding JSON and appends the compact JSON object to dst, and reads its
+// position into *at. An empty cell, an empty literal and null give "{}".
+// scratch is reused for unescaping.
+func pythonBytesJSON(dst, scratch []byte, cell string, at *position) ([]byte, []byte, error) {
+	*at = position{}
 	s := strings.TrimSpace(cell)
 	switch {
 	case s == "":
@@ -114,17 +117,17 @@ func pythonBytesJSON(dst, scratch []byte, cell string) ([]byte, []byte, error) {
 	if bytes.IndexByte(body, '\\') >= 0 {
 		var err error
 		scratch, err = unescapePythonBytes(scratch, body)
-		if err == nil && validObject(scratch) == nil {
+		if err == nil && validObject(scratch, nil) == nil {
 			body = scratch
-		} else if validObject(body) != nil {
+		} else if validObject(body, nil) != nil {
 			// Neither reading is JSON; report the Python one.
 			if err == nil {
-				err = validObject(scratch)
+				err = validObject(scratch, nil)
 			}
 			return dst, scratch, err
 		}
 	}
-	if err := validObject(body); err != nil {
+	if err := validObject(body, at); err != nil {
 		return dst, scratch, err
 	}
 	trimmed := bytes.TrimSpace(body)
@@ -135,8 +138,9 @@ func pythonBytesJSON(dst, scratch []byte, cell string) ([]byte, []byte, error) {
 }
 
 // validObject checks that b holds exactly one JSON object (or is empty or
-// null, which mean no context).
-func validObject(b []byte) error {
+// null, which mean no context); when at is not nil, it reads the object's
+// position into *at in the same pass.
+func validObject(b []byte, at *position) error {
 	i, _ := skipSpace(b, 0)
 	if i == len(b) {
 		return nil
@@ -147,7 +151,7 @@ func validObject(b []byte) error {
 	if b[i] != '{' {
 		return errors.New("the context is not a JSON object")
 	}
-	end, _, err := scanValue(b, i, 0)
+	end, _, err := scanValue(b, i, 0, at)
 	if errors.Is(err, errShort) {
 		return errors.New("the context's JSON ends early")
 	}

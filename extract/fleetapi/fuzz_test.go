@@ -38,6 +38,7 @@ func (s *validatingSink) Point(i int, p Point) error {
 	if err := json.Compact(&buf, ctx); err != nil || !bytes.Equal(buf.Bytes(), ctx) {
 		s.t.Fatalf("context %q is not compact", p.Context)
 	}
+	checkPosition(s.t, p)
 	s.count++
 	return nil
 }
@@ -96,6 +97,7 @@ func FuzzDecodeValuesCSV(f *testing.F) {
 			if ctx := finiteJSON(p.Context); !json.Valid(ctx) || ctx[0] != '{' {
 				t.Fatalf("context %q is not a JSON object", p.Context)
 			}
+			checkPosition(t, p)
 			return nil
 		})
 		if err != nil {
@@ -150,6 +152,7 @@ func FuzzDecodeValuesPage(f *testing.F) {
 			if ctx := finiteJSON(p.Context); !json.Valid(ctx) || ctx[0] != '{' {
 				t.Fatalf("context %q is not a JSON object", p.Context)
 			}
+			checkPosition(t, p)
 		}
 	})
 }

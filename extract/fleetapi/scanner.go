@@ -317,10 +317,11 @@ func (s *scanner) stringValue() (string, error) {
 
 // value consumes one whole JSON value at the current position, validating
 // it, and returns it as a window slice together with whether it holds
-// insignificant whitespace.
-func (s *scanner) value() ([]byte, bool, error) {
+// insignificant whitespace. When at is not nil, the position of the object
+// (a point's context) is read into *at in the same pass (scanValue).
+func (s *scanner) value(at *position) ([]byte, bool, error) {
 	for {
-		end, space, err := scanValue(s.buf[:s.end], s.pos, 0)
+		end, space, err := scanValue(s.buf[:s.end], s.pos, 0, at)
 		if err == nil {
 			v := s.buf[s.pos:end]
 			s.pos = end

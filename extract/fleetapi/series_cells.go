@@ -83,9 +83,11 @@ func (d *seriesDecoder) floatCell() (float64, bool, error) {
 	return v, err == nil, err
 }
 
-// contextCell appends the compact context to dst ("{}" for null or empty);
-// present is false for null.
-func (d *seriesDecoder) contextCell(dst []byte) ([]byte, bool, error) {
+// contextCell appends the compact context to dst ("{}" for null or empty)
+// and reads its position into *at in the same scan; present is false for
+// null.
+func (d *seriesDecoder) contextCell(dst []byte, at *position) ([]byte, bool, error) {
+	*at = position{}
 	s := &d.s
 	c, err := s.peek()
 	if err != nil {
@@ -99,7 +101,7 @@ func (d *seriesDecoder) contextCell(dst []byte) ([]byte, bool, error) {
 			s.pos += 2
 			return append(dst, '{', '}'), true, nil
 		}
-		v, space, err := s.value()
+		v, space, err := s.value(at)
 		if err != nil {
 			var sy *syntaxError
 			if errors.As(err, &sy) {

@@ -60,6 +60,7 @@ func (d *seriesDecoder) frameRow(k int, fc *frameCols) error {
 		ts          int64
 		val         float64
 		tsOK, valOK bool
+		at          position
 	)
 	d.ctx = append(d.ctx[:0], '{', '}')
 	j := 0
@@ -71,7 +72,7 @@ func (d *seriesDecoder) frameRow(k int, fc *frameCols) error {
 		case fc.val:
 			val, valOK, err = d.floatCell()
 		case fc.ctx:
-			d.ctx, _, err = d.contextCell(d.ctx[:0])
+			d.ctx, _, err = d.contextCell(d.ctx[:0], &at)
 		default:
 			err = d.s.walk(nil, 0)
 		}
@@ -93,7 +94,7 @@ func (d *seriesDecoder) frameRow(k int, fc *frameCols) error {
 	if err := d.checkTimestamp(ts); err != nil {
 		return err
 	}
-	if err := d.sink.Point(k, Point{TsMs: ts, Value: val, Context: d.ctx}); err != nil {
+	if err := d.sink.Point(k, at.point(ts, val, d.ctx)); err != nil {
 		return &sinkError{err}
 	}
 	return nil

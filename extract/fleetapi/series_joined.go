@@ -6,6 +6,7 @@ type joinedPoint struct {
 	val      float64
 	ctxStart int
 	ctxEnd   int
+	at       position
 }
 
 // joinedResults decodes the joined frame and hands it to the sink split by
@@ -24,12 +25,13 @@ func (d *seriesDecoder) joinedResults() error {
 		seen   = make([]bool, n)
 		ctxBeg = make([]int, n)
 		ctxEnd = make([]int, n)
+		at     = make([]position, n)
 	)
 	more, err := s.firstElement()
 	for r := 0; more && err == nil; r++ {
 		d.row = r
 		for i := range n {
-			valOK[i], seen[i], ctxBeg[i], ctxEnd[i] = false, false, -1, -1
+			valOK[i], seen[i], ctxBeg[i], ctxEnd[i], at[i] = false, false, -1, -1, position{}
 		}
 		var ts int64
 		tsOK := false
@@ -52,9 +54,10 @@ func (d *seriesDecoder) joinedResults() error {
 			case colContext:
 				start := len(arena)
 				var present bool
-				arena, present, err = d.contextCell(arena)
+				var pos position
+				arena, present, err = d.contextCell(arena, &pos)
 				if present {
-					ctxBeg[jc.v], ctxEnd[jc.v] = start, len(arena)
+					ctxBeg[jc.v], ctxEnd[jc.v], at[jc.v] = start, len(arena), pos
 					seen[jc.v] = true
 				} else {
 					arena = arena[:start]
@@ -102,7 +105,7 @@ func (d *seriesDecoder) joinedResults() error {
 				}
 				return err
 			}
-			points[i] = append(points[i], joinedPoint{ts: ts, val: val[i], ctxStart: ctxBeg[i], ctxEnd: ctxEnd[i]})
+			points[i] = append(points[i], joinedPoint{ts: ts, val: val[i], ctxStart: ctxBeg[i], ctxEnd: ctxEnd[i], at: at[i]})
 		}
 		more, err = s.nextElement("between rows")
 	}
@@ -118,7 +121,7 @@ func (d *seriesDecoder) joinedResults() error {
 			if p.ctxStart >= 0 {
 				ctx = arena[p.ctxStart:p.ctxEnd]
 			}
-			if err := d.sink.Point(i, Point{TsMs: p.ts, Value: p.val, Context: ctx}); err != nil {
+			if err := d.sink.Point(i, p.at.point(p.ts, p.val, ctx)); err != nil {
 				return &sinkError{err}
 			}
 		}

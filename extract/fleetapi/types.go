@@ -43,6 +43,13 @@ type Point struct {
 	TsMs    int64
 	Value   float64
 	Context []byte
+	// Lat and Lng are the point's position, each with whether it has one:
+	// the context's top-level "lat" and "lng" members when they are
+	// numbers, read while the decoder scanned the context, so that a
+	// caller need not scan it again (position.go says which numbers
+	// count).
+	Lat, Lng       float64
+	HasLat, HasLng bool
 }
 
 // SeriesRequest asks for the raw series of several variables over one

@@ -4,8 +4,10 @@ package fleetapi
 // just past it and whether it holds insignificant whitespace. It returns
 // errShort when b ends before the value does. Besides JSON it accepts the
 // bare tokens NaN, Infinity and -Infinity wherever a number may stand (see
-// tokNaN).
-func scanValue(b []byte, i int, depth int) (int, bool, error) {
+// tokNaN). When at is not nil and the value is an object (a point's
+// context), its position is read into *at in the same pass; at is reset
+// first, so a scan retried after errShort starts afresh.
+func scanValue(b []byte, i int, depth int, at *position) (int, bool, error) {
 	if i >= len(b) {
 		return i, false, errShort
 	}
@@ -17,6 +19,9 @@ func scanValue(b []byte, i int, depth int) (int, bool, error) {
 		closer := byte('}')
 		if c == '[' {
 			closer = ']'
+		}
+		if at != nil {
+			*at = position{}
 		}
 		space := false
 		i++
@@ -31,14 +36,17 @@ func scanValue(b []byte, i int, depth int) (int, bool, error) {
 			return i + 1, space, nil
 		}
 		for {
+			var key []byte
 			if closer == '}' {
 				if b[i] != '"' {
 					return i, space, syntaxf("expected an object key, found %q", b[i])
 				}
+				start := i
 				var err error
 				if i, err = scanString(b, i); err != nil {
 					return i, space, err
 				}
+				key = b[start:i]
 				if i, sp = skipSpace(b, i); sp {
 					space = true
 				}
@@ -52,12 +60,16 @@ func scanValue(b []byte, i int, depth int) (int, bool, error) {
 					space = true
 				}
 			}
+			start := i
 			var err error
-			if i, sp, err = scanValue(b, i, depth+1); err != nil {
+			if i, sp, err = scanValue(b, i, depth+1, nil); err != nil {
 				return i, space, err
 			}
 			if sp {
 				space = true
+			}
+			if at != nil && closer == '}' {
+				at.member(key, b[start:i])
 			}
 			if i, sp = skipSpace(b, i); sp {
 				space = true

@@ -69,7 +69,8 @@ func (p valueJSON) point() (Point, bool) {
 			return Point{}, false
 		}
 	}
-	return Point{TsMs: ts, Value: v, Context: contextObject(p.Context)}, true
+	ctx, at := contextObject(p.Context)
+	return at.point(ts, v, ctx), true
 }
 
 // decodeValuesPage reads one page of GET values into page, as decodeJSON
@@ -194,7 +195,7 @@ func valuePoint(s *scanner, p *valueJSON) error {
 				return perr
 			}
 			if c == '{' {
-				v, _, verr := s.value()
+				v, _, verr := s.value(nil)
 				if verr != nil {
 					return verr
 				}
@@ -269,17 +270,19 @@ func validNumber(b []byte) bool {
 
 // contextObject is object for a point's context: raw compacted when it is
 // an object, "{}" otherwise, with NaN, Infinity and -Infinity accepted and
-// kept verbatim inside it.
-func contextObject(raw json.RawMessage) json.RawMessage {
+// kept verbatim inside it; and the position it holds, read while it is
+// validated.
+func contextObject(raw json.RawMessage) (json.RawMessage, position) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
-		return json.RawMessage("{}")
+		return json.RawMessage("{}"), position{}
 	}
-	end, _, err := scanValue(raw, 0, 0)
+	var at position
+	end, _, err := scanValue(raw, 0, 0, &at)
 	if err != nil || end != len(raw) {
-		return json.RawMessage("{}")
+		return json.RawMessage("{}"), position{}
 	}
-	return appendCompact(nil, raw)
+	return appendCompact(nil, raw), at
 }
 
 // Values calls fn for the points of one variable (GET

@@ -8,7 +8,9 @@ package fleetsim
 //
 // extract/fleetapi has the same type: the simulator and the API client may
 // import nothing of each other nor any other fleetsync package (see
-// cmd/fleetsync/deps_test.go), so there is no place both could share it.
+// cmd/fleetsync/deps_test.go), so there is no place both could share it;
+// nor should they, since the client is tested against what the simulator
+// renders (docs/architecture.md, "Justified twins").
 type jsonQuote struct{ in, esc bool }
 
 // step moves past c and reports whether c belongs to a string, its quotes
