@@ -312,8 +312,13 @@ func TestASecondRunStartsFromTheRateTheFirstLearnedAndIsNotThrottled(t *testing.
 				t.Fatalf("%d request rates kept after one run with one token, want 1: %+v", len(rates), rates)
 			}
 			r := rates[0]
-			if !r.Limited || r.PerSecond < 0.8*limit || r.PerSecond > limit || r.LearnedAt == nil {
-				t.Fatalf("kept %+v after 429s at %v per second; want a rate learned from them, 80–100 %% of the limit", r, limit)
+			// The estimate counts the answers between two 429s, at least
+			// 10, exact to one (extract/fleetapi/adapt.go, minSamples), and
+			// the rate kept is 0.97 of it: at most 0.97 × 10/9 of the
+			// limit (4.31/s), whatever the machine's load delays the
+			// answers by. It was 4.09/s once on a machine at load 7.
+			if hi := 0.97 * limit * 10 / 9; !r.Limited || r.PerSecond < 0.8*limit || r.PerSecond > hi || r.LearnedAt == nil {
+				t.Fatalf("kept %+v after 429s at %v per second; want a rate learned from them, from 80 %% of the limit to %.2f/s", r, limit, hi)
 			}
 			u, _ := url.Parse(w.http.URL)
 			if !strings.HasPrefix(r.Key, u.Host) || strings.Contains(r.Key, testToken) {
