@@ -41,7 +41,9 @@ type Committer interface {
 	// after it, nothing of the pass may be left held. An error means some
 	// of these targets (or of those held back) may not have reached the
 	// end of the chain: their marks stay, so the next cycle reads their
-	// windows again. The calls of one pass come one at a time.
+	// windows again; a link that fails does not hand on, not even a final
+	// call. The calls of one pass come one at a time, and ctx is never
+	// cancelled: a cancelled run still commits what it completed.
 	Commit(ctx context.Context, done []Done, final bool) error
 }
 
@@ -88,9 +90,7 @@ func Marks(fn MarkFunc, st StateStore) Committer {
 		if len(marks) == 0 || st == nil {
 			return nil
 		}
-		// Like the loads, the commit finishes when the run is cancelled:
-		// the points below the marks are in the warehouse.
-		if err := st.Commit(context.WithoutCancel(ctx), marks); err != nil {
+		if err := st.Commit(ctx, marks); err != nil {
 			return fmt.Errorf("commit %d marks: %w", len(marks), err)
 		}
 		return nil

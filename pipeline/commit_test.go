@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // memLink is a link of the commit chain that records the targets it is
@@ -205,5 +207,49 @@ func TestAStoppedFirstSyncsPointsBelowTheNextFloorAreHandedToTheChain(t *testing
 				}
 			}
 		})
+	}
+}
+
+// Each link's own time is a stage of the cycle's stage clock: in the
+// summary, and in fleetsync_stage_duration_seconds under its Stage.
+func TestACyclesLinksAreStagesOfItsClock(t *testing.T) {
+	mem := &memSource{points: map[string][]Point{"v": {{TsMs: time.Now().Add(-time.Minute).UnixMilli(), Value: 1, Context: []byte("{}")}}}}
+	st := &memStore{marks: map[string]Mark{}}
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ru := newMemLink(st)
+	s := NewSyncer(listingSource{mem}, &memWriter{rows: map[string]map[int64]Row{}}, Stages{}, st, SyncOptions{
+		Engine:    EngineOptions{RetryWait: time.Millisecond, Links: []Link{ru.link()}},
+		Retention: 24 * time.Hour, Lookback: time.Hour,
+	}, nil, m)
+	sum, err := s.Cycle(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sum.Links) != 1 || sum.Links[0].Stage != "test" || sum.Links[0].Err != nil {
+		t.Errorf("summary's links %+v, want the test link's", sum.Links)
+	}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var observed uint64
+	for _, f := range families {
+		if f.GetName() != "fleetsync_stage_duration_seconds" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "stage" && l.GetValue() == "test" {
+					observed += mt.GetHistogram().GetSampleCount()
+				}
+			}
+		}
+	}
+	if observed != 1 {
+		t.Errorf("the test link's stage observed %d times in fleetsync_stage_duration_seconds, want once (the cycle's)", observed)
 	}
 }

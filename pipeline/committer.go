@@ -167,9 +167,12 @@ func (c *committer) commit(ctx context.Context, final bool) {
 	done := c.done
 	c.done = nil
 	c.mu.Unlock()
-	if err := c.chain.Commit(ctx, done, final); err != nil {
-		c.e.log.Error("committing failed; the rows are loaded, and the marks of these variables stay where they were, so the next cycle reads their windows again",
-			zap.Int("variables", len(done)), zap.Error(err))
+	// The chain finishes when the run is cancelled, as the loads do: what
+	// it is handed is in the warehouse, and a cancelled run still writes
+	// the marks of the targets it completed (Engine.Run).
+	if err := c.chain.Commit(context.WithoutCancel(ctx), done, final); err != nil {
+		c.e.log.Error("committing failed; the rows are loaded, and the marks of the variables it was handed stay where they were, so the next cycle reads their windows again",
+			zap.Int("handed", len(done)), zap.Error(err))
 		c.mu.Lock()
 		if c.err == nil {
 			c.err = err

@@ -230,3 +230,65 @@ func TestCommitterRunHandsOnEverySecondAndOnceMoreWhenStopped(t *testing.T) {
 		}
 	})
 }
+
+// slowStore takes took of the clock on each commit, then fails when its
+// context is done or with fail.
+type slowStore struct {
+	memStore
+	took time.Duration
+	fail error
+}
+
+func (s *slowStore) Commit(ctx context.Context, marks []Mark) error {
+	time.Sleep(s.took)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s.fail != nil {
+		return s.fail
+	}
+	return s.memStore.Commit(ctx, marks)
+}
+
+// A link's time is its own: what the rest of the chain took, and its
+// failure, are not the link's.
+func TestLinkClockCountsTheLinksOwnTimeAndNotTheStoresFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowStore{memStore: memStore{marks: map[string]Mark{}}, took: 5 * time.Second, fail: errors.New("table marks is read-only")}
+		own := Link{Stage: "own", Wrap: func(next Committer) Committer {
+			return CommitFunc(func(ctx context.Context, done []Done, final bool) error {
+				time.Sleep(time.Second)
+				return next.Commit(ctx, done, final)
+			})
+		}}
+		e := NewEngine(nil, nil, st, EngineOptions{Links: []Link{own}}, IncrementalMark, nil, nil)
+		c := newCommitter(e, []Target{{Variable: Variable{ID: "a"}, End: 9000}})
+		c.readEnded(readEnd{id: "a"})
+		c.commit(context.Background(), true)
+		var res RunResult
+		c.result(&res)
+		if res.CommitErr == nil {
+			t.Fatal("want the store's failure in CommitErr")
+		}
+		if len(res.Links) != 1 || res.Links[0].Took != time.Second || res.Links[0].Err != nil {
+			t.Errorf("link times %+v, want own: 1s and no failure (the store took 5s and failed)", res.Links)
+		}
+	})
+}
+
+// A cancelled run still writes the marks of the targets it completed
+// (Engine.Run): the chain is handed a context that is never cancelled.
+func TestTheFinalCallOfACancelledPassWritesTheMarks(t *testing.T) {
+	st := &slowStore{memStore: memStore{marks: map[string]Mark{}}}
+	e := NewEngine(nil, nil, st, EngineOptions{}, IncrementalMark, nil, nil)
+	c := newCommitter(e, []Target{{Variable: Variable{ID: "a"}, End: 9000}})
+	c.readEnded(readEnd{id: "a"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.commit(ctx, true)
+	var res RunResult
+	c.result(&res)
+	if _, ok := st.marks["a"]; !ok || res.CommitErr != nil {
+		t.Errorf("marks %v, commit error %v; want a's mark written", st.marks, res.CommitErr)
+	}
+}

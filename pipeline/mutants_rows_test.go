@@ -6,7 +6,7 @@ import (
 )
 
 // Tests that kill mutants make mutate found alive in rows.go: the bounds a
-// span gives the Rollup hook, the chunk's size bound, and frames the
+// span gives the commit chain (Done's range), the chunk's size bound, and frames the
 // request did not ask for.
 
 // testSink is a frameSink for a request of the given variables over

@@ -83,9 +83,10 @@ type ScopeResolver interface {
 }
 
 // What a warehouse implements: the streamed INSERTs of points (Writer,
-// Insert) and the links of the commit chain that keep tables derived from
-// the points (Link, commit.go); for `fleetsync verify`, pipeline/verify's
-// Warehouse. The metadata tables and the event logs are
+// Insert); for `fleetsync verify`, pipeline/verify's Warehouse. Tables it
+// derives from the points are kept by a link of the commit chain
+// (commit.go) that cmd puts in EngineOptions.Links: the analyst tables'
+// is load/analyst's, over the warehouse's analyst.Tables. The metadata tables and the event logs are
 // pipeline/metadata's ports (Writer, RefreshStore, EventLogWriter).
 
 // Writer loads points into the warehouse, one INSERT at a time, taking each

@@ -75,7 +75,11 @@ type simRecompute struct {
 	latest map[string]int64
 }
 
-// simRollup is the Rollup hook as one process calls it.
+// simRollup is the analyst tables (analyst.Tables) as one process's
+// analyst link calls them. A recompute takes no virtual time (the
+// scheduler lets none pass while the committer is parked), so the link's
+// pacing never holds anything here: load/analyst's tests, on synctest's
+// clock, are what check the hold.
 type simRollup struct{ p *simProc }
 
 func (r simRollup) Recompute(_ context.Context, touched []analyst.Range) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -469,13 +470,14 @@ func (r *RunResult) add(o RunResult) {
 	}
 }
 
-// addLinks sums the link times of another run into sum (the same links,
-// in the same order, or none yet).
+// addLinks sums the link times of another run into sum, stage by stage.
 func addLinks(sum, o []LinkTime) []LinkTime {
-	if len(sum) == 0 {
-		return append(sum, o...)
-	}
-	for i, l := range o {
+	for _, l := range o {
+		i := slices.IndexFunc(sum, func(s LinkTime) bool { return s.Stage == l.Stage })
+		if i < 0 {
+			sum = append(sum, l)
+			continue
+		}
 		sum[i].Took += l.Took
 		if sum[i].Err == nil {
 			sum[i].Err = l.Err

@@ -8,7 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fleetsync/fleetsync/load/analyst"
+	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/pipeline"
 	"github.com/fleetsync/fleetsync/pipeline/verify"
 )
@@ -76,7 +76,7 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 			}
 			rr.Repaired, rr.Remaining = len(rr.Diffs), after.Diffs
 			if rr.Remaining == nil {
-				rr.Remaining = []analyst.Diff{}
+				rr.Remaining = []clickhouse.TableDiff{}
 			}
 		}
 		rep.Rollups = &rr
@@ -105,12 +105,12 @@ func cmdVerify(ctx context.Context, env *cliEnv, args []string) error {
 // object).
 type report struct {
 	*verify.Report
-	Rollups *analyst.Report `json:"rollups,omitempty"`
+	Rollups *clickhouse.TablesReport `json:"rollups,omitempty"`
 }
 
 // rollupsLeft are the analyst tables' rows that differ at the end: after
 // the repair when there was one.
-func rollupsLeft(r *report) []analyst.Diff {
+func rollupsLeft(r *report) []clickhouse.TableDiff {
 	switch {
 	case r.Rollups == nil:
 		return nil
@@ -122,8 +122,8 @@ func rollupsLeft(r *report) []analyst.Diff {
 
 // printRollups prints the analyst tables' check: the rows that differ (the
 // first 50), then a summary.
-func printRollups(w io.Writer, r *analyst.Report, from, to int64) error {
-	show := func(ds []analyst.Diff) error {
+func printRollups(w io.Writer, r *clickhouse.TablesReport, from, to int64) error {
+	show := func(ds []clickhouse.TableDiff) error {
 		tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "TABLE\tVARIABLE\tHOUR\tPROBLEM")
 		for i, d := range ds {

@@ -207,9 +207,10 @@ func TestTheDependencyRulesCatchAForbiddenImport(t *testing.T) {
 }
 
 // rollupWords are the traces of the analyst tables' internals: hours and
-// aggregates. They live behind the Rollup hook (load/clickhouse), so that
-// the engine knows only "this range of this variable is durable"
-// (pipeline/rollup.go); `time.Hour` as a duration is no hour arithmetic.
+// aggregates. They live in the warehouse's analyst tables (load/clickhouse),
+// so that neither the engine nor the analyst link (load/analyst) knows more
+// than "this range of this variable is durable" (pipeline/commit.go,
+// load/analyst RangeOf); `time.Hour` as a duration is no hour arithmetic.
 var rollupWords = regexp.MustCompile(`(?i)hour|aggreg|argm(ax|in)`)
 
 // rollupTraces lists, one line each, the identifiers and literals of the
@@ -251,12 +252,12 @@ func rollupTraces(t *testing.T, dir string) []string {
 	return out
 }
 
-// Issue 24: the engine hands the Rollup hook what a commit made durable
-// and knows nothing else of the analyst tables.
+// Issue 24: the engine hands the commit chain what a commit made durable
+// and knows nothing else of the analyst tables; nor does their link.
 func TestTheEngineHasNoHourArithmeticNorAggregateTypes(t *testing.T) {
-	for _, dir := range []string{"../../pipeline", "../../pipeline/daemon"} {
+	for _, dir := range []string{"../../pipeline", "../../pipeline/daemon", "../../pipeline/metadata", "../../load/analyst"} {
 		for _, v := range rollupTraces(t, dir) {
-			t.Errorf("%s: hours and aggregates belong behind the Rollup hook (load/clickhouse)", v)
+			t.Errorf("%s: hours and aggregates belong in the warehouse's analyst tables (load/clickhouse)", v)
 		}
 	}
 	// The check can fail: the analyst tables' own package is full of them.

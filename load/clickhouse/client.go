@@ -208,7 +208,7 @@ func (c *Client) Ping(ctx context.Context) error {
 func (c *Client) Points() *Points { return &Points{c.pool} }
 
 // AnalystTables are the tables built from the points for analysts, kept by
-// the engine's Rollup hook and rebuilt, checked and repaired by hand
+// the commit chain's analyst link (load/analyst) and rebuilt, checked and repaired by hand
 // (rollup.go, rebuild.go, rollup_check.go).
 func (c *Client) AnalystTables() *AnalystTables { return &AnalystTables{c.pool} }
 

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 	"time"
-
-	"github.com/fleetsync/fleetsync/load/analyst"
 )
 
 // CheckRollups compares the analyst tables with the same aggregates over
@@ -23,8 +21,8 @@ import (
 //
 // On a cluster it reads replicas that hold every row written before it
 // (readReplicated), so that verify --repair sees its own repair.
-func (c *AnalystTables) CheckRollups(ctx context.Context, from, to int64) (analyst.Report, error) {
-	var rep analyst.Report
+func (c *AnalystTables) CheckRollups(ctx context.Context, from, to int64) (TablesReport, error) {
+	var rep TablesReport
 	err := c.cluster().readReplicated(ctx, func(ctx context.Context) error {
 		var err error
 		rep, err = c.checkRollups(ctx, from, to)
@@ -34,9 +32,9 @@ func (c *AnalystTables) CheckRollups(ctx context.Context, from, to int64) (analy
 }
 
 // checkRollups is CheckRollups' reads and comparison.
-func (c *AnalystTables) checkRollups(ctx context.Context, from, to int64) (analyst.Report, error) {
+func (c *AnalystTables) checkRollups(ctx context.Context, from, to int64) (TablesReport, error) {
 	lo, hi := hourStart(from), hourStart(to)+hourMs
-	var rep analyst.Report
+	var rep TablesReport
 	// The variables with a point or a row in those hours, rollupBatch at a
 	// time: memory holds one batch's hours, not the range's.
 	ids, err := c.rebuildVariables(ctx, lo, hi)
@@ -57,7 +55,7 @@ func (c *AnalystTables) checkRollups(ctx context.Context, from, to int64) (analy
 
 // checkBatch adds to rep the differences of the variables in `in` over the
 // hours [lo, hi), and their latest rows.
-func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64, rep *analyst.Report) error {
+func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64, rep *TablesReport) error {
 	want, err := c.hourlyRows(ctx, "SELECT "+hourlyAggregates+", sum(abs("+restPart+")) FROM "+c.table(TableDatapoints)+
 		" FINAL PREWHERE "+pointsWhere(in, lo, hi)+" GROUP BY variable_id, hour", true)
 	if err != nil {
@@ -73,16 +71,16 @@ func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64,
 		g, ok := got[k]
 		switch {
 		case !ok:
-			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "missing"})
+			rep.Diffs = append(rep.Diffs, TableDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "missing"})
 		default:
 			if p := w.differs(g); p != "" {
-				rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: p})
+				rep.Diffs = append(rep.Diffs, TableDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: p})
 			}
 		}
 	}
 	for k := range got {
 		if _, ok := want[k]; !ok {
-			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "extra: no point in that hour"})
+			rep.Diffs = append(rep.Diffs, TableDiff{Table: TableHourly, VariableID: k.id, HourMs: k.hour, Problem: "extra: no point in that hour"})
 		}
 	}
 	wantL, err := c.latestRows(ctx, "SELECT "+latestFields+" FROM (SELECT "+latestAggregate+" FROM "+c.table(TableDatapoints)+
@@ -100,14 +98,14 @@ func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64,
 		g, ok := gotL[id]
 		switch {
 		case !ok:
-			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableLatest, VariableID: id, Problem: "missing"})
+			rep.Diffs = append(rep.Diffs, TableDiff{Table: TableLatest, VariableID: id, Problem: "missing"})
 		case g != w:
-			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableLatest, VariableID: id, Problem: "got " + g.String() + ", want " + w.String()})
+			rep.Diffs = append(rep.Diffs, TableDiff{Table: TableLatest, VariableID: id, Problem: "got " + g.String() + ", want " + w.String()})
 		}
 	}
 	for id, g := range gotL {
 		if _, ok := wantL[id]; !ok {
-			rep.Diffs = append(rep.Diffs, analyst.Diff{Table: TableLatest, VariableID: id, Problem: "extra: the variable has no point; holds " + g.String()})
+			rep.Diffs = append(rep.Diffs, TableDiff{Table: TableLatest, VariableID: id, Problem: "extra: the variable has no point; holds " + g.String()})
 		}
 	}
 	return nil
@@ -119,12 +117,12 @@ func (c *AnalystTables) checkBatch(ctx context.Context, in string, lo, hi int64,
 // gets a count = 0 row, see Rebuild), and the latest rows that differ.
 // On a cluster it reads replicas that hold every point and hourly row
 // written before it (readReplicated).
-func (c *AnalystTables) RepairRollups(ctx context.Context, diffs []analyst.Diff) error {
+func (c *AnalystTables) RepairRollups(ctx context.Context, diffs []TableDiff) error {
 	return c.cluster().readReplicated(ctx, func(ctx context.Context) error { return c.repairRollups(ctx, diffs) }, TableDatapoints, TableHourly)
 }
 
 // repairRollups is RepairRollups' statements.
-func (c *AnalystTables) repairRollups(ctx context.Context, diffs []analyst.Diff) error {
+func (c *AnalystTables) repairRollups(ctx context.Context, diffs []TableDiff) error {
 	hours := map[string][]int64{}
 	var latest []string
 	for _, d := range diffs {

@@ -1,12 +1,12 @@
-package analyst
+package clickhouse
 
 // What `fleetsync verify` reports of the analyst tables, beside its check
-// of the points (pipeline/verify's Report): the warehouse checks them
-// against its own points (load/clickhouse, CheckRollups).
+// of the points (pipeline/verify's Report): AnalystTables.CheckRollups
+// checks them against the warehouse's own points.
 
-// Diff is one row of an analyst table that differs from the same
+// TableDiff is one row of an analyst table that differs from the same
 // aggregate over datapoints FINAL.
-type Diff struct {
+type TableDiff struct {
 	// Table is datapoints_hourly or datapoints_latest.
 	Table      string `json:"table"`
 	VariableID string `json:"variable_id"`
@@ -18,17 +18,17 @@ type Diff struct {
 	Problem string `json:"problem"`
 }
 
-// Report is the check of the analyst tables over a verification's
+// TablesReport is the check of the analyst tables over a verification's
 // range: every hour the range touches, and the latest row of every
 // variable with a point in those hours.
-type Report struct {
+type TablesReport struct {
 	// Hours and Latest are the rows the aggregates over datapoints FINAL
 	// expect (each compared with the table's row, or found missing).
-	Hours  int    `json:"hours"`
-	Latest int    `json:"latest"`
-	Diffs  []Diff `json:"diffs"`
+	Hours  int         `json:"hours"`
+	Latest int         `json:"latest"`
+	Diffs  []TableDiff `json:"diffs"`
 	// Repaired is the rows a repair rewrote, and Remaining what a second
 	// check still found.
-	Repaired  int    `json:"repaired_rows,omitempty"`
-	Remaining []Diff `json:"remaining,omitempty"`
+	Repaired  int         `json:"repaired_rows,omitempty"`
+	Remaining []TableDiff `json:"remaining,omitempty"`
 }
