@@ -165,7 +165,9 @@ func (c *clickHouse) query(user, password, q string) (string, error) {
 // startClickHouse starts Debian's clickhouse-server (CI installs it; a
 // missing one fails the test) in a temporary directory on free loopback
 // ports, with usersSnippet in its users.d, waits until it answers, and stops
-// it (by its PID) when the test ends.
+// it (by its PID) when the test ends. A port can be taken between its pick
+// and the server's bind; a start that fails so is tried again on fresh
+// ports.
 func startClickHouse(t *testing.T, usersSnippet string) *clickHouse {
 	t.Helper()
 	server := os.Getenv("FLEETSYNC_CLICKHOUSE_SERVER")
@@ -179,6 +181,25 @@ func startClickHouse(t *testing.T, usersSnippet string) *clickHouse {
 	if err != nil {
 		t.Fatalf("clickhouse-client: %v (apt-get install clickhouse-client)", err)
 	}
+	var logs string
+	for range 3 {
+		c, out := tryClickHouse(t, server, client, usersSnippet)
+		if c != nil {
+			return c
+		}
+		logs = out
+		if !strings.Contains(out, "Address already in use") {
+			break
+		}
+	}
+	t.Fatalf("clickhouse-server exited during start:\n%s", logs)
+	return nil
+}
+
+// tryClickHouse is one start of startClickHouse: the server once it
+// answers, or nil and its logs when it exited during start.
+func tryClickHouse(t *testing.T, server, client, usersSnippet string) (*clickHouse, string) {
+	t.Helper()
 	dir := t.TempDir()
 	for _, sub := range []string{"data", "tmp", "user_files", "format_schemas", "log", "users.d"} {
 		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
@@ -223,20 +244,20 @@ func startClickHouse(t *testing.T, usersSnippet string) *clickHouse {
 	})
 
 	c := &clickHouse{client: client, port: tcpPort}
+	logs := func() string {
+		out, _ := os.ReadFile(stdoutPath)
+		errLog, _ := os.ReadFile(filepath.Join(dir, "log", "server.err.log"))
+		return string(out) + string(errLog)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, err := c.query("default", "", "SELECT 1"); err == nil {
-			return c
-		}
-		logs := func() string {
-			out, _ := os.ReadFile(stdoutPath)
-			errLog, _ := os.ReadFile(filepath.Join(dir, "log", "server.err.log"))
-			return string(out) + string(errLog)
+			return c, ""
 		}
 		select {
 		case err := <-exited:
 			exited <- err
-			t.Fatalf("clickhouse-server exited during start (%v):\n%s", err, logs())
+			return nil, fmt.Sprintf("(%v)\n%s", err, logs())
 		case <-time.After(200 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -245,6 +266,8 @@ func startClickHouse(t *testing.T, usersSnippet string) *clickHouse {
 	}
 }
 
+// freeLoopbackPort is a port free now; startClickHouse tries again
+// should it be taken before the server binds it.
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")

@@ -19,17 +19,19 @@ import (
 	"time"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
+	"github.com/fleetsync/fleetsync/load/clickhouse/chserver"
 )
 
+// freeAddr is a loopback address for a server the test starts: a port
+// below the ephemeral range, so no outgoing connection takes it before the
+// server binds it.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := chserver.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 }
 
 func httpGet(url string) (int, string) {
@@ -76,19 +78,42 @@ func startPushgateway(t *testing.T) (addr string, stop func()) {
 	if err != nil {
 		t.Fatalf("prometheus-pushgateway is not installed (apt-get install -y prometheus-pushgateway; .ci/run does it): %v", err)
 	}
-	addr = freeAddr(t)
-	// Debian's default persists to /var/lib/prometheus/pushgateway.data,
-	// shared by every run on the machine: keep this one's groups in memory.
-	pg := exec.Command(bin, "--web.listen-address="+addr, "--persistence.file=")
-	pg.Stdout, pg.Stderr = io.Discard, io.Discard
-	if err := pg.Start(); err != nil {
-		t.Fatal(err)
+	// Another process can bind the port between its pick and the
+	// gateway's bind: a gateway that exits so is started again elsewhere.
+	for attempt := 1; ; attempt++ {
+		addr = freeAddr(t)
+		// Debian's default persists to /var/lib/prometheus/pushgateway.data,
+		// shared by every run on the machine: keep this one's groups in memory.
+		pg := exec.Command(bin, "--web.listen-address="+addr, "--persistence.file=")
+		var out syncBuffer
+		pg.Stdout, pg.Stderr = &out, &out
+		if err := pg.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan struct{})
+		go func() { _ = pg.Wait(); close(exited) }()
+		var once sync.Once
+		stop = func() { once.Do(func() { _ = pg.Process.Kill(); <-exited }) }
+		t.Cleanup(stop)
+		ready, gone := false, false
+		poll(t, 20*time.Second, "the Pushgateway to answer or exit", func() bool {
+			select {
+			case <-exited:
+				gone = true
+				return true
+			default:
+			}
+			c, _ := httpGet("http://" + addr + "/-/ready")
+			ready = c == 200
+			return ready
+		})
+		if ready {
+			return addr, stop
+		}
+		if !gone || !strings.Contains(out.String(), "address already in use") || attempt == 3 {
+			t.Fatalf("the Pushgateway on %s exited during start:\n%s", addr, out.String())
+		}
 	}
-	var once sync.Once
-	stop = func() { once.Do(func() { _ = pg.Process.Kill(); _ = pg.Wait() }) }
-	t.Cleanup(stop)
-	poll(t, 20*time.Second, "the Pushgateway to answer", func() bool { c, _ := httpGet("http://" + addr + "/-/ready"); return c == 200 })
-	return addr, stop
 }
 
 // pushTo makes the world's configuration push its metrics to the

@@ -68,9 +68,10 @@ type Options struct {
 	// Interserver also binds an interserver HTTP port on loopback, from
 	// which the server's replicas fetch parts.
 	Interserver bool
-	// HTTPPort and InterserverPort, when not 0, are used instead of free
-	// ports picked at start (a cluster reserves all its ports at once).
-	HTTPPort, InterserverPort int
+
+	// ports hands out the ports the options do not fix; nil means the
+	// process's own (FreePort).
+	ports *portPool
 }
 
 // Server is a running (or killed and resumable) clickhouse-server process.
@@ -93,6 +94,7 @@ type Server struct {
 	tls   *TLSOptions
 	probe *tls.Config
 	users map[string]string
+	ports *portPool
 
 	mu   sync.Mutex
 	proc *process
@@ -125,8 +127,10 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		users:        opts.Users,
 		interserver:  opts.Interserver,
 		extra:        opts.Extra,
-		httpPort:     opts.HTTPPort,
-		interPort:    opts.InterserverPort,
+		ports:        opts.ports,
+	}
+	if s.ports == nil {
+		s.ports = defaultPorts
 	}
 	if s.tls != nil {
 		probe, err := s.tls.probeConfig()
@@ -167,13 +171,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.dir = abs
 	}
 
-	// A free port found by listening on :0 may be taken by someone else
-	// before the server binds it; when the ports were ours to choose, a
-	// server that exits during start is tried again on fresh ports.
-	fixedPort := opts.TCPPort != 0
+	// A port picked free may be taken by someone else before the server
+	// binds it (see portPool): a start that fails so is tried again with
+	// fresh ports (but a native port the options fix: a cluster's are in
+	// every server's remote_servers, so the cluster retries those, see
+	// startShards).
+	fixedTCP := opts.TCPPort != 0
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if err = s.pickPorts(fixedPort); err != nil {
+		if err = s.pickPorts(fixedTCP); err != nil {
 			break
 		}
 		if err = s.writeConfig(); err != nil {
@@ -183,7 +189,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		if err == nil {
 			return s, nil
 		}
-		if fixedPort || ctx.Err() != nil || !errors.Is(err, errExited) {
+		port, taken := takenPort(err)
+		retry := (taken && !(fixedTCP && port == s.tcpPort)) || (!fixedTCP && errors.Is(err, errExited))
+		if ctx.Err() != nil || !retry {
 			break
 		}
 	}
@@ -313,38 +321,24 @@ func portFree(port int) bool {
 	return true
 }
 
+// pickPorts gives the server fresh free ports: HTTP, interserver when it
+// binds one, and native unless keepTCP.
 func (s *Server) pickPorts(keepTCP bool) error {
+	var err error
 	if !keepTCP {
-		p, err := freePort()
-		if err != nil {
+		if s.tcpPort, err = s.ports.free(); err != nil {
 			return err
 		}
-		s.tcpPort = p
 	}
-	if !keepTCP || s.httpPort == 0 {
-		p, err := freePort()
-		if err != nil {
-			return err
-		}
-		s.httpPort = p
+	if s.httpPort, err = s.ports.free(); err != nil {
+		return err
 	}
-	if s.interserver && (!keepTCP || s.interPort == 0) {
-		p, err := freePort()
-		if err != nil {
+	if s.interserver {
+		if s.interPort, err = s.ports.free(); err != nil {
 			return err
 		}
-		s.interPort = p
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("find a free loopback port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // launch starts the binary on the current configuration and waits until it
@@ -382,7 +376,11 @@ func (s *Server) launch(ctx context.Context) error {
 		}
 		select {
 		case <-p.done:
-			return fmt.Errorf("%w (%v, on %s): %s", errExited, p.err, s.Addr(), s.logTail())
+			tail := s.logTail()
+			if t := portTaken(tail); t != nil {
+				return fmt.Errorf("%w: %w (%v, on %s): %s", errExited, t, p.err, s.Addr(), tail)
+			}
+			return fmt.Errorf("%w (%v, on %s): %s", errExited, p.err, s.Addr(), tail)
 		case <-wctx.Done():
 			_ = p.cmd.Process.Signal(syscall.SIGKILL)
 			<-p.done

@@ -55,8 +55,6 @@ type Cluster struct {
 	// opts are the options the cluster was started with (defaults
 	// applied), for AddShard.
 	opts ClusterOptions
-	// taken are the ports reserved by the cluster's servers and ZooKeeper.
-	taken map[int]bool
 	// names are the {replica} macros of servers that replaced others
 	// (ReplaceServer), by shard and replica.
 	names map[[2]int]string
@@ -77,6 +75,9 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.Server.ports == nil {
+		opts.Server.ports = defaultPorts
+	}
 	if opts.ZooKeeper.Logger == nil {
 		opts.ZooKeeper.Logger = opts.Logger
 	}
@@ -84,40 +85,27 @@ func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{name: opts.Name, zk: zk, opts: opts, taken: map[int]bool{zk.Port(): true}}
-	// The native ports go into every server's remote_servers, so every
-	// port is chosen before any server starts, all distinct: a port picked
-	// free while another server starts could be one reserved for a third.
-	ports := make([][]int, opts.Shards)
-	for s := range ports {
-		if ports[s], err = c.reservePorts(opts.Replicas); err != nil {
-			_ = c.Stop()
-			return nil, err
-		}
-	}
+	c := &Cluster{name: opts.Name, zk: zk, opts: opts}
 	c.Nodes = make([][]*Server, opts.Shards)
 	for s := range c.Nodes {
 		c.Nodes[s] = make([]*Server, opts.Replicas)
 	}
-	if err := c.startShards(ctx, ports, 0); err != nil {
+	if err := c.startShards(ctx, 0); err != nil {
 		_ = c.Stop()
 		return nil, err
 	}
 	return c, nil
 }
 
-// reservePorts picks n free ports that no server of the cluster uses.
+// reservePorts picks n free ports (a portPool never gives one twice).
 func (c *Cluster) reservePorts(n int) ([]int, error) {
-	out := make([]int, 0, n)
-	for len(out) < n {
-		p, err := freePort()
+	out := make([]int, n)
+	for i := range out {
+		p, err := c.opts.Server.ports.free()
 		if err != nil {
 			return nil, err
 		}
-		if !c.taken[p] {
-			c.taken[p] = true
-			out = append(out, p)
-		}
+		out[i] = p
 	}
 	return out, nil
 }
@@ -156,29 +144,65 @@ func (c *Cluster) nodeExtra(remote string, s, r int) string {
 
 // nodeOptions are the options of replica r of shard s, on the native
 // port tcpPort, in the cluster that remote (remote_servers) describes: the
-// cluster's server options, with an HTTP and an interserver port of its
-// own and the cluster's logger unless the server options name one.
-func (c *Cluster) nodeOptions(remote string, s, r, tcpPort int) (Options, error) {
+// cluster's server options, with an interserver port and the cluster's
+// logger unless the server options name one.
+func (c *Cluster) nodeOptions(remote string, s, r, tcpPort int) Options {
 	o := c.opts.Server
 	o.TCPPort = tcpPort
 	o.Interserver = true
-	extra, err := c.reservePorts(2)
-	if err != nil {
-		return o, err
-	}
-	o.HTTPPort, o.InterserverPort = extra[0], extra[1]
 	if o.Logger == nil {
 		o.Logger = c.opts.Logger
 	}
 	o.Extra = c.nodeExtra(remote, s, r)
-	return o, nil
+	return o
 }
 
-// startShards starts, at once, the servers of shards first.. (from 0) on
+// portAttempts is how many sets of native ports a cluster's start tries
+// when one of them was taken before its server bound it.
+const portAttempts = 3
+
+// taken reports whether a start failed because a port was taken.
+func taken(err error) bool {
+	_, ok := takenPort(err)
+	return ok
+}
+
+// startShards starts, at once, the servers of shards first.. (from 0) of
+// c.Nodes on fresh native ports, as startShardsOn does. The native ports
+// are in every server's remote_servers, so Start cannot change one that
+// was taken before its server bound it (see portPool): the servers these
+// shards started are stopped and the shards started again on fresh ports.
+func (c *Cluster) startShards(ctx context.Context, first int) error {
+	var err error
+	for range portAttempts {
+		ports := make([][]int, len(c.Nodes)-first)
+		for i := range ports {
+			if ports[i], err = c.reservePorts(len(c.Nodes[first+i])); err != nil {
+				return err
+			}
+		}
+		err = c.startShardsOn(ctx, ports, first)
+		if err == nil || ctx.Err() != nil || !taken(err) {
+			return err
+		}
+		c.opts.Logger.Warn("a port of the cluster was taken before its server bound it; starting the shards again on fresh ports", zap.Error(err))
+		for _, shard := range c.Nodes[first:] {
+			for r, n := range shard {
+				if n != nil {
+					_ = n.Stop()
+					shard[r] = nil
+				}
+			}
+		}
+	}
+	return err
+}
+
+// startShardsOn starts, at once, the servers of shards first.. (from 0) on
 // the native ports ports[shard-first][replica], each knowing the whole
 // cluster (every shard of c.Nodes), and waits for their ZooKeeper
 // sessions. c.Nodes must already have a slot for each.
-func (c *Cluster) startShards(ctx context.Context, ports [][]int, first int) error {
+func (c *Cluster) startShardsOn(ctx context.Context, ports [][]int, first int) error {
 	remote := remoteServers(c.name, c.nativePorts(ports, first))
 	var (
 		wg   sync.WaitGroup
@@ -188,10 +212,7 @@ func (c *Cluster) startShards(ctx context.Context, ports [][]int, first int) err
 	for i := range ports {
 		s := first + i
 		for r := range ports[i] {
-			o, err := c.nodeOptions(remote, s, r, ports[i][r])
-			if err != nil {
-				return err
-			}
+			o := c.nodeOptions(remote, s, r, ports[i][r])
 			wg.Add(1)
 			go func(s, r int, o Options) {
 				defer wg.Done()
@@ -259,19 +280,10 @@ func (c *Cluster) ReplaceServer(ctx context.Context, s, r int) error {
 		c.names = map[[2]int]string{}
 	}
 	c.names[[2]int{s, r}] = fmt.Sprintf("%s-%d", base, n)
-	ports, err := c.reservePorts(1)
-	if err != nil {
-		return err
-	}
 	if err := old.Stop(); err != nil {
 		return fmt.Errorf("replace shard %d replica %d: stop the old server: %w", s+1, r+1, err)
 	}
-	shardPorts := make([]int, len(c.Nodes[s]))
-	for i, k := range c.Nodes[s] {
-		shardPorts[i] = k.tcpPort
-	}
-	shardPorts[r] = ports[0]
-	if err := c.startReplica(ctx, s, r, shardPorts); err != nil {
+	if err := c.startReplica(ctx, s, r); err != nil {
 		return fmt.Errorf("replace shard %d replica %d: %w", s+1, r+1, err)
 	}
 	fresh := c.Nodes[s][r]
@@ -281,17 +293,27 @@ func (c *Cluster) ReplaceServer(ctx context.Context, s, r int) error {
 	return nil
 }
 
-// startReplica starts replica r of shard s on the native port
-// shardPorts[r], knowing the cluster with shard s on shardPorts, and puts
-// it in c.Nodes.
-func (c *Cluster) startReplica(ctx context.Context, s, r int, shardPorts []int) error {
-	all := c.nativePorts(nil, len(c.Nodes))
-	all[s] = shardPorts
-	o, err := c.nodeOptions(remoteServers(c.name, all), s, r, shardPorts[r])
-	if err != nil {
-		return err
+// startReplica starts replica r of shard s on a fresh native port,
+// knowing the cluster with that port in shard s, and puts it in c.Nodes.
+// Only this server knows the port yet, so one taken before the server
+// bound it is replaced by another.
+func (c *Cluster) startReplica(ctx context.Context, s, r int) error {
+	var (
+		srv *Server
+		err error
+	)
+	for range portAttempts {
+		var port []int
+		if port, err = c.reservePorts(1); err != nil {
+			return err
+		}
+		all := c.nativePorts(nil, len(c.Nodes))
+		all[s][r] = port[0]
+		srv, err = Start(ctx, c.nodeOptions(remoteServers(c.name, all), s, r, port[0]))
+		if err == nil || ctx.Err() != nil || !taken(err) {
+			break
+		}
 	}
-	srv, err := Start(ctx, o)
 	if err != nil {
 		return err
 	}
@@ -348,12 +370,8 @@ func (c *Cluster) reloadRemoteServers(ctx context.Context, skip func(*Server) bo
 // `fleetsync migrate`'s work (ON CLUSTER).
 func (c *Cluster) AddShard(ctx context.Context) error {
 	first := len(c.Nodes)
-	ports, err := c.reservePorts(c.opts.Replicas)
-	if err != nil {
-		return err
-	}
 	c.Nodes = append(c.Nodes, make([]*Server, c.opts.Replicas))
-	if err := c.startShards(ctx, [][]int{ports}, first); err != nil {
+	if err := c.startShards(ctx, first); err != nil {
 		return fmt.Errorf("add shard %d: %w", first+1, err)
 	}
 	fresh := c.Nodes[first]

@@ -11,13 +11,47 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 )
 
+// takenPool is a port pool whose first port is one this test holds, as
+// if another process had bound it between the pick and the server's bind.
+func takenPool(t *testing.T) (*portPool, int) {
+	t.Helper()
+	port, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold(t, port)
+	p := newPortPool(portsLow, ephemeralLow())
+	p.next = []int{port}
+	return p, port
+}
+
+// checkRetried fails the test unless the pool gave out the held port and
+// no server of c runs on it.
+func checkRetried(t *testing.T, c *Cluster, pool *portPool, held int) {
+	t.Helper()
+	if len(pool.next) != 0 {
+		t.Fatalf("the held port %d was never given to a server", held)
+	}
+	for s, shard := range c.Nodes {
+		for r, n := range shard {
+			if n.tcpPort == held {
+				t.Fatalf("shard %d replica %d runs on the held port %d", s+1, r+1, held)
+			}
+		}
+	}
+}
+
 func TestClusterReplicatesWithinAShardAndRunsDDLOnEveryNode(t *testing.T) {
 	ctx := context.Background()
-	c, err := StartCluster(ctx, ClusterOptions{})
+	// The first native port is taken before its server binds it: the
+	// cluster starts again on fresh ones.
+	pool, held := takenPool(t)
+	c, err := StartCluster(ctx, ClusterOptions{Server: Options{ports: pool}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Stop()
+	checkRetried(t, c, pool, held)
 	conn := func(addr string) clickhouse.Conn {
 		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}, Settings: clickhouse.Settings{"insert_distributed_sync": 1}})
 		if err != nil {
@@ -84,14 +118,24 @@ func TestClusterReplicatesWithinAShardAndRunsDDLOnEveryNode(t *testing.T) {
 // a replica name made of both macros is unique across the cluster.
 func TestClusterWithPerShardReplicaNamesGrowsByAShard(t *testing.T) {
 	ctx := context.Background()
-	c, err := StartCluster(ctx, ClusterOptions{Shards: 1, Replicas: 2, PerShardReplicaNames: true})
+	pool := newPortPool(portsLow, ephemeralLow())
+	c, err := StartCluster(ctx, ClusterOptions{Shards: 1, Replicas: 2, PerShardReplicaNames: true, Server: Options{ports: pool}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Stop()
+	// The new shard's first native port is taken before its server binds
+	// it: the shard starts again on fresh ones.
+	held, err := FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold(t, held)
+	pool.next = []int{held}
 	if err := c.AddShard(ctx); err != nil {
 		t.Fatal(err)
 	}
+	checkRetried(t, c, pool, held)
 	if len(c.Nodes) != 2 || len(c.Nodes[1]) != 2 {
 		t.Fatalf("after AddShard the cluster has %d shards, want 2 of 2 replicas", len(c.Nodes))
 	}

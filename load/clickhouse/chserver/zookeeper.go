@@ -86,7 +86,7 @@ func StartZooKeeper(ctx context.Context, opts ZooKeeperOptions) (*ZooKeeper, err
 }
 
 func (z *ZooKeeper) launch(ctx context.Context, java string, cp []string, timeout time.Duration) error {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return err
 	}
