@@ -1,13 +1,14 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -17,19 +18,21 @@ import (
 // already held at that moment, and fails with fail instead of handing on.
 type memLink struct {
 	mu             sync.Mutex
-	st             *memStore
-	done           map[string]Done
+	st             *pipelinetest.Store
+	done           map[string]pipeline.Done
 	markedTooEarly []string
 	fail           error
 }
 
-func newMemLink(st *memStore) *memLink { return &memLink{st: st, done: map[string]Done{}} }
+func newMemLink(st *pipelinetest.Store) *memLink {
+	return &memLink{st: st, done: map[string]pipeline.Done{}}
+}
 
-func (l *memLink) link() Link {
-	return Link{Stage: "test", Wrap: func(next Committer) Committer {
-		return CommitFunc(func(ctx context.Context, done []Done, final bool) error {
+func (l *memLink) link() pipeline.Link {
+	return pipeline.Link{Stage: "test", Wrap: func(next pipeline.Committer) pipeline.Committer {
+		return pipeline.CommitFunc(func(ctx context.Context, done []pipeline.Done, final bool) error {
 			l.mu.Lock()
-			marks, _ := l.st.Load(ctx)
+			marks := l.st.Marks()
 			for _, d := range done {
 				if _, ok := marks[d.Variable.ID]; ok {
 					l.markedTooEarly = append(l.markedTooEarly, d.Variable.ID)
@@ -48,7 +51,7 @@ func (l *memLink) link() Link {
 
 // covers says the range d answers for (its loaded rows widened down to
 // From, or, with none loaded, what the floor cut off its window) holds ts.
-func covers(d Done, ts int64) bool {
+func covers(d pipeline.Done, ts int64) bool {
 	if d.Points > 0 {
 		return ts >= min(d.MinTs, d.From) && ts <= d.MaxTs
 	}
@@ -56,12 +59,12 @@ func covers(d Done, ts int64) bool {
 }
 
 func TestEngineHandsTheChainWhatEachTargetLoadedBeforeCommittingItsMark(t *testing.T) {
-	src, targets := fixture(9, 700, 1_700_000_000_000)
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	st := &memStore{marks: map[string]Mark{}}
+	src, targets := pipelinetest.Fixture(9, 700, 1_700_000_000_000)
+	w := &pipelinetest.Writer{}
+	st := &pipelinetest.Store{}
 	ru := newMemLink(st)
 	// Frames cut by the limit and small inserts: many spans per variable.
-	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 128, VariablesPerRequest: 4, BatchRows: 300, Links: []Link{ru.link()}}, nil, nil, nil)
+	e := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{RowsPerRequest: 128, VariablesPerRequest: 4, BatchRows: 300, Links: []pipeline.Link{ru.link()}}, nil, nil, nil)
 	res := e.Run(context.Background(), targets)
 	if len(res.Failed) != 0 || res.CommitErr != nil {
 		t.Fatalf("failed=%v commit=%v", res.Failed, res.CommitErr)
@@ -70,32 +73,32 @@ func TestEngineHandsTheChainWhatEachTargetLoadedBeforeCommittingItsMark(t *testi
 		t.Errorf("marks of %v were committed before the link was handed their targets", ru.markedTooEarly)
 	}
 	for _, tg := range targets {
-		pts := src.points[tg.Variable.ID]
+		pts := src.Points(tg.Variable.ID)
 		d := ru.done[tg.Variable.ID]
 		// Points counts the rows of cut frames read again twice.
 		if d.From != tg.From || d.Points < int64(len(pts)) || d.MinTs != pts[0].TsMs || d.MaxTs != pts[len(pts)-1].TsMs || d.Err != nil {
 			t.Errorf("handed %s from %d, %d points over [%d, %d], err %v; want from %d, at least %d points over [%d, %d]",
 				tg.Variable.ID, d.From, d.Points, d.MinTs, d.MaxTs, d.Err, tg.From, len(pts), pts[0].TsMs, pts[len(pts)-1].TsMs)
 		}
-		if _, ok := st.marks[tg.Variable.ID]; !ok {
+		if _, ok := st.Marks()[tg.Variable.ID]; !ok {
 			t.Errorf("no mark committed for %s", tg.Variable.ID)
 		}
 	}
 }
 
 func TestEngineLeavesTheMarksWhenALinkFails(t *testing.T) {
-	src, targets := fixture(3, 50, 1_700_000_000_000)
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	st := &memStore{marks: map[string]Mark{"v000": {VariableID: "v000", HwmMs: 5}}}
+	src, targets := pipelinetest.Fixture(3, 50, 1_700_000_000_000)
+	w := &pipelinetest.Writer{}
+	st := pipelinetest.NewStore(pipeline.Mark{VariableID: "v000", HwmMs: 5})
 	boom := errors.New("clickhouse refused the recompute")
-	ru := newMemLink(&memStore{marks: map[string]Mark{}})
+	ru := newMemLink(&pipelinetest.Store{})
 	ru.fail = boom
-	res := NewEngine(src, w, st, EngineOptions{Links: []Link{ru.link()}}, nil, nil, nil).Run(context.Background(), targets)
+	res := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{Links: []pipeline.Link{ru.link()}}, nil, nil, nil).Run(context.Background(), targets)
 	if !errors.Is(res.CommitErr, boom) {
 		t.Errorf("CommitErr = %v, want the link's failure", res.CommitErr)
 	}
-	if len(st.marks) != 1 || st.marks["v000"].HwmMs != 5 {
-		t.Errorf("marks moved although a link failed: %+v", st.marks)
+	if len(st.Marks()) != 1 || st.Marks()["v000"].HwmMs != 5 {
+		t.Errorf("marks moved although a link failed: %+v", st.Marks())
 	}
 	if len(ru.done) != 3 {
 		t.Errorf("the link was handed %d variables, want 3", len(ru.done))
@@ -112,23 +115,22 @@ func TestEngineLeavesTheMarksWhenALinkFails(t *testing.T) {
 // anything, beside the range it loaded.
 func TestTheChainIsHandedWhatTheFloorCutOffTheWindow(t *testing.T) {
 	const floor = 1_700_000_000_000
-	src := &memSource{points: map[string][]Point{
-		"loads": {{TsMs: floor + 10, Value: 1}, {TsMs: floor + 20, Value: 2}},
-	}, failOnce: map[string]error{}, rng: rand.New(rand.NewPCG(1, 2))}
-	targets := []Target{
-		{Variable: Variable{ID: "loads"}, Start: floor, End: floor + 1000, From: noMark},
-		{Variable: Variable{ID: "silent"}, Start: floor, End: floor + 1000, From: floor - 5000},
-		{Variable: Variable{ID: "unclamped"}, Start: floor, End: floor + 1000, From: floor},
+	src := &pipelinetest.Source{}
+	src.Add("loads", pipeline.Point{TsMs: floor + 10, Value: 1}, pipeline.Point{TsMs: floor + 20, Value: 2})
+	targets := []pipeline.Target{
+		{Variable: pipeline.Variable{ID: "loads"}, Start: floor, End: floor + 1000, From: pipeline.NoMark},
+		{Variable: pipeline.Variable{ID: "silent"}, Start: floor, End: floor + 1000, From: floor - 5000},
+		{Variable: pipeline.Variable{ID: "unclamped"}, Start: floor, End: floor + 1000, From: floor},
 	}
-	st := &memStore{marks: map[string]Mark{}}
+	st := &pipelinetest.Store{}
 	ru := newMemLink(st)
-	res := NewEngine(src, &memWriter{rows: map[string]map[int64]Row{}}, st, EngineOptions{Links: []Link{ru.link()}}, nil, nil, nil).Run(context.Background(), targets)
+	res := pipeline.NewEngine(src, &pipelinetest.Writer{}, st, pipeline.EngineOptions{Links: []pipeline.Link{ru.link()}}, nil, nil, nil).Run(context.Background(), targets)
 	if len(res.Failed) != 0 || res.CommitErr != nil {
 		t.Fatalf("failed=%v commit=%v", res.Failed, res.CommitErr)
 	}
 	type got struct{ from, start, min, max, points int64 }
 	for id, want := range map[string]got{
-		"loads":     {from: noMark, start: floor, min: floor + 10, max: floor + 20, points: 2},
+		"loads":     {from: pipeline.NoMark, start: floor, min: floor + 10, max: floor + 20, points: 2},
 		"silent":    {from: floor - 5000, start: floor},
 		"unclamped": {from: floor, start: floor},
 	} {
@@ -155,34 +157,31 @@ func TestAStoppedFirstSyncsPointsBelowTheNextFloorAreHandedToTheChain(t *testing
 	retention := 24 * time.Hour
 	now := time.UnixMilli(1_750_000_000_000)
 	floor0 := now.UnixMilli() - retention.Milliseconds()
-	pt := func(ts int64) Point { return Point{TsMs: ts, Value: 1, Context: []byte("{}")} }
+	pt := func(ts int64) pipeline.Point { return pipeline.Point{TsMs: ts, Value: 1, Context: []byte("{}")} }
 	for _, next := range []string{"cycle", "backfill"} {
 		t.Run("the next pass a "+next, func(t *testing.T) {
-			mem := &memSource{points: map[string][]Point{
-				"newer":  {pt(floor0 + minute), pt(floor0 + 2*minute), pt(now.UnixMilli() - minute)},
-				"silent": {pt(floor0 + minute), pt(floor0 + 2*minute)},
-			}}
-			st := &memStore{marks: map[string]Mark{}}
-			w := &memWriter{rows: map[string]map[int64]Row{}}
-			ru := newMemLink(&memStore{marks: map[string]Mark{}})
+			src := &pipelinetest.Source{}
+			src.Add("newer", pt(floor0+minute), pt(floor0+2*minute), pt(now.UnixMilli()-minute))
+			src.Add("silent", pt(floor0+minute), pt(floor0+2*minute))
+			st := &pipelinetest.Store{}
+			w := &pipelinetest.Writer{}
+			ru := newMemLink(&pipelinetest.Store{})
 			ru.fail = errors.New("recompute failed")
 			clock := now
-			s := NewSyncer(listingSource{mem}, w, Stages{}, st, SyncOptions{
-				Engine:    EngineOptions{RetryWait: time.Millisecond, Links: []Link{ru.link()}},
+			s := pipeline.NewSyncer(src, w, pipeline.Stages{}, st, pipeline.SyncOptions{
+				Engine:    pipeline.EngineOptions{RetryWait: time.Millisecond, Links: []pipeline.Link{ru.link()}},
 				Retention: retention, Lookback: time.Hour, Now: func() time.Time { return clock },
 			}, nil, nil)
 			if _, err := s.Cycle(context.Background()); err == nil {
 				t.Fatal("the first cycle succeeded although a link of its chain failed")
 			}
-			if len(st.marks) != 0 || len(w.rows["silent"]) != 2 {
-				t.Fatalf("after the failed link: marks %v, %d points of silent stored; want none, 2", st.marks, len(w.rows["silent"]))
+			if len(st.Marks()) != 0 || len(w.Rows("silent")) != 2 {
+				t.Fatalf("after the failed link: marks %v, %d points of silent stored; want none, 2", st.Marks(), len(w.Rows("silent")))
 			}
 			// The service drops what fell out of its window.
 			clock = now.Add(5 * time.Minute)
-			for id, pts := range mem.points {
-				mem.points[id] = slices.DeleteFunc(pts, func(p Point) bool { return p.TsMs < clock.UnixMilli()-retention.Milliseconds() })
-			}
-			ru.fail, ru.done = nil, map[string]Done{}
+			src.DropBefore(clock.UnixMilli() - retention.Milliseconds())
+			ru.fail, ru.done = nil, map[string]pipeline.Done{}
 			var err error
 			if next == "cycle" {
 				_, err = s.Cycle(context.Background())
@@ -194,12 +193,12 @@ func TestAStoppedFirstSyncsPointsBelowTheNextFloorAreHandedToTheChain(t *testing
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, ok := st.marks["newer"]; !ok {
+			if _, ok := st.Marks()["newer"]; !ok {
 				t.Fatalf("the %s gave newer no mark", next)
 			}
 			for _, id := range []string{"newer", "silent"} {
 				d, ok := ru.done[id]
-				for ts := range w.rows[id] {
+				for ts := range w.Rows(id) {
 					if !ok || !covers(d, ts) {
 						t.Errorf("%s: its point at floor%+d ms is stored, and the chain was handed from %d, start %d, %d points over [%d, %d] (handed: %v)",
 							id, ts-floor0, d.From, d.Start, d.Points, d.MinTs, d.MaxTs, ok)
@@ -213,16 +212,17 @@ func TestAStoppedFirstSyncsPointsBelowTheNextFloorAreHandedToTheChain(t *testing
 // Each link's own time is a stage of the cycle's stage clock: in the
 // summary, and in fleetsync_stage_duration_seconds under its Stage.
 func TestACyclesLinksAreStagesOfItsClock(t *testing.T) {
-	mem := &memSource{points: map[string][]Point{"v": {{TsMs: time.Now().Add(-time.Minute).UnixMilli(), Value: 1, Context: []byte("{}")}}}}
-	st := &memStore{marks: map[string]Mark{}}
+	src := &pipelinetest.Source{}
+	src.Add("v", pipeline.Point{TsMs: time.Now().Add(-time.Minute).UnixMilli(), Value: 1, Context: []byte("{}")})
+	st := &pipelinetest.Store{}
 	reg := prometheus.NewRegistry()
-	m, err := NewMetrics(reg)
+	m, err := pipeline.NewMetrics(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ru := newMemLink(st)
-	s := NewSyncer(listingSource{mem}, &memWriter{rows: map[string]map[int64]Row{}}, Stages{}, st, SyncOptions{
-		Engine:    EngineOptions{RetryWait: time.Millisecond, Links: []Link{ru.link()}},
+	s := pipeline.NewSyncer(src, &pipelinetest.Writer{}, pipeline.Stages{}, st, pipeline.SyncOptions{
+		Engine:    pipeline.EngineOptions{RetryWait: time.Millisecond, Links: []pipeline.Link{ru.link()}},
 		Retention: 24 * time.Hour, Lookback: time.Hour,
 	}, nil, m)
 	sum, err := s.Cycle(context.Background())

@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -7,89 +7,90 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
 
-// The committer's rules on their own: holds, acknowledgements and the
-// commit, with a fake StateStore (memStore) and link (memLink), and no
-// reader, loader or source.
+// The committer's rules on their own (pipeline.TestCommitter): holds,
+// acknowledgements and the commit, with the kit's Store and a link that
+// records what it is handed (memLink), and no reader, loader or source.
 
 // newTestCommitter holds a target for each id, window [1000, 9000], with
 // the link ru in front of the marks (nil for none).
-func newTestCommitter(st *memStore, ru *memLink, ids ...string) *committer {
-	var links []Link
+func newTestCommitter(st *pipelinetest.Store, ru *memLink, ids ...string) pipeline.TestCommitter {
+	var links []pipeline.Link
 	if ru != nil {
-		links = []Link{ru.link()}
+		links = []pipeline.Link{ru.link()}
 	}
-	e := NewEngine(nil, nil, st, EngineOptions{Links: links}, nil, nil, nil)
-	targets := make([]Target, len(ids))
+	e := pipeline.NewEngine(nil, nil, st, pipeline.EngineOptions{Links: links}, nil, nil, nil)
+	targets := make([]pipeline.Target, len(ids))
 	for i, id := range ids {
-		targets[i] = Target{Variable: Variable{ID: id}, Start: 1000, End: 9000, From: 1000}
+		targets[i] = pipeline.Target{Variable: pipeline.Variable{ID: id}, Start: 1000, End: 9000, From: 1000}
 	}
-	return newCommitter(e, targets)
+	return pipeline.NewTestCommitter(e, targets)
 }
 
 func TestCommitterMarksATargetOnceItsReadsEndedAndEverySpanIsAcknowledged(t *testing.T) {
-	st := &memStore{marks: map[string]Mark{}}
+	st := &pipelinetest.Store{}
 	c := newTestCommitter(st, nil, "a")
 	ctx := context.Background()
 
-	c.ack([]Span{{VariableID: "a", Rows: 3, MinTsMs: 1100, MaxTsMs: 1300}}, nil)
-	c.commit(ctx, false)
-	if len(st.marks) != 0 {
-		t.Fatalf("a mark was written before the reader ended the target: %v", st.marks)
+	c.Ack([]pipeline.Span{{VariableID: "a", Rows: 3, MinTsMs: 1100, MaxTsMs: 1300}}, nil)
+	c.Commit(ctx, false)
+	if len(st.Marks()) != 0 {
+		t.Fatalf("a mark was written before the reader ended the target: %v", st.Marks())
 	}
-	c.readEnded(readEnd{id: "a", start: 1000, futureMs: 12_000, spans: 2})
-	c.commit(ctx, false)
-	if len(st.marks) != 0 {
-		t.Fatalf("a mark was written with one of two spans unacknowledged: %v", st.marks)
+	c.ReadEnded("a", 1000, 12_000, 2)
+	c.Commit(ctx, false)
+	if len(st.Marks()) != 0 {
+		t.Fatalf("a mark was written with one of two spans unacknowledged: %v", st.Marks())
 	}
-	c.ack([]Span{{VariableID: "a", Rows: 2, MinTsMs: 2000, MaxTsMs: 2500}}, nil)
-	c.commit(ctx, false)
-	m, ok := st.marks["a"]
+	c.Ack([]pipeline.Span{{VariableID: "a", Rows: 2, MinTsMs: 2000, MaxTsMs: 2500}}, nil)
+	c.Commit(ctx, false)
+	m, ok := st.Marks()["a"]
 	if !ok || m.HwmMs != 2500 || m.CheckedMs != 9000 || m.FutureMs != 12_000 {
 		t.Fatalf("mark %+v (written %v), want hwm 2500 (the greatest acknowledged), checked 9000, future 12000 (the reader's)", m, ok)
 	}
-	var res RunResult
-	c.result(&res)
+	res := c.Result()
 	if res.Completed != 1 || len(res.Failed) != 0 || res.Points != 5 {
 		t.Errorf("completed %d, failed %v, points %d; want 1, none, 5", res.Completed, res.Failed, res.Points)
 	}
 }
 
 func TestCommitterMarksATargetWithNothingToLoadAsSoonAsItsReadsEnd(t *testing.T) {
-	st := &memStore{marks: map[string]Mark{}}
+	st := &pipelinetest.Store{}
 	c := newTestCommitter(st, nil, "empty")
-	c.readEnded(readEnd{id: "empty", start: 1000})
-	if points, done := c.loaded("empty"); !done || points != 0 {
+	c.ReadEnded("empty", 1000, 0, 0)
+	if points, done := c.Loaded("empty"); !done || points != 0 {
 		t.Fatalf("points %d, done %v; want 0 and done", points, done)
 	}
-	c.commit(context.Background(), false)
-	if m, ok := st.marks["empty"]; !ok || m.HwmMs != 0 || m.CheckedMs != 9000 {
+	c.Commit(context.Background(), false)
+	if m, ok := st.Marks()["empty"]; !ok || m.HwmMs != 0 || m.CheckedMs != 9000 {
 		t.Errorf("mark %+v (written %v), want hwm 0 checked 9000", m, ok)
 	}
 }
 
 func TestCommitterKeepsTheMarkOfATargetWhoseLoadFailedAndHandsOnWhatLanded(t *testing.T) {
-	st := &memStore{marks: map[string]Mark{}}
+	st := &pipelinetest.Store{}
 	ru := newMemLink(st)
 	c := newTestCommitter(st, ru, "a", "b")
-	c.readEnded(readEnd{id: "a", start: 1000, spans: 2})
-	c.readEnded(readEnd{id: "b", start: 1000, spans: 1})
-	c.ack([]Span{{VariableID: "a", Rows: 4, MinTsMs: 1500, MaxTsMs: 1800}}, nil)
+	c.ReadEnded("a", 1000, 0, 2)
+	c.ReadEnded("b", 1000, 0, 1)
+	c.Ack([]pipeline.Span{{VariableID: "a", Rows: 4, MinTsMs: 1500, MaxTsMs: 1800}}, nil)
 	werr := errors.New("connection reset by peer")
-	c.ack([]Span{{VariableID: "a", Rows: 4, MinTsMs: 1900, MaxTsMs: 2400}, {VariableID: "b", Rows: 1, MinTsMs: 3000, MaxTsMs: 3000}}, werr)
-	c.commit(context.Background(), false)
+	c.Ack([]pipeline.Span{{VariableID: "a", Rows: 4, MinTsMs: 1900, MaxTsMs: 2400}, {VariableID: "b", Rows: 1, MinTsMs: 3000, MaxTsMs: 3000}}, werr)
+	c.Commit(context.Background(), false)
 
-	if len(st.marks) != 0 {
-		t.Errorf("marks %v were written for targets whose rows failed to load", st.marks)
+	if len(st.Marks()) != 0 {
+		t.Errorf("marks %v were written for targets whose rows failed to load", st.Marks())
 	}
-	var res RunResult
-	c.result(&res)
+	res := c.Result()
 	if res.Completed != 0 || len(res.Failed) != 2 {
 		t.Fatalf("completed %d, failed %d; want 0 and 2", res.Completed, len(res.Failed))
 	}
 	for _, f := range res.Failed {
-		var le *LoadError
+		var le *pipeline.LoadError
 		if !errors.As(f.Err, &le) || !errors.Is(f.Err, werr) {
 			t.Errorf("%s failed with %v, want a LoadError wrapping the writer's", f.Variable.ID, f.Err)
 		}
@@ -104,66 +105,59 @@ func TestCommitterKeepsTheMarkOfATargetWhoseLoadFailedAndHandsOnWhatLanded(t *te
 }
 
 func TestCommitterKeepsATargetsFirstFailure(t *testing.T) {
-	c := newTestCommitter(&memStore{marks: map[string]Mark{}}, nil, "a")
+	c := newTestCommitter(&pipelinetest.Store{}, nil, "a")
 	first := errors.New("frame 0 could not be decoded")
-	c.fail("a", first)
-	c.readEnded(readEnd{id: "a", start: 1000, spans: 1})
-	c.ack([]Span{{VariableID: "a", Rows: 1, MinTsMs: 1000, MaxTsMs: 1000}}, errors.New("later: write failed"))
-	var res RunResult
-	c.result(&res)
+	c.Fail("a", first)
+	c.ReadEnded("a", 1000, 0, 1)
+	c.Ack([]pipeline.Span{{VariableID: "a", Rows: 1, MinTsMs: 1000, MaxTsMs: 1000}}, errors.New("later: write failed"))
+	res := c.Result()
 	if len(res.Failed) != 1 || !errors.Is(res.Failed[0].Err, first) {
 		t.Fatalf("failed %v, want a's first failure", res.Failed)
 	}
 }
 
 func TestCommitterHandsTheLinksTheTargetsBeforeWritingTheirMarks(t *testing.T) {
-	st := &memStore{marks: map[string]Mark{}}
+	st := &pipelinetest.Store{}
 	ru := newMemLink(st)
 	c := newTestCommitter(st, ru, "a", "b")
 	for _, id := range []string{"a", "b"} {
-		c.readEnded(readEnd{id: id, start: 1000, spans: 1})
-		c.ack([]Span{{VariableID: id, Rows: 1, MinTsMs: 5000, MaxTsMs: 5000}}, nil)
+		c.ReadEnded(id, 1000, 0, 1)
+		c.Ack([]pipeline.Span{{VariableID: id, Rows: 1, MinTsMs: 5000, MaxTsMs: 5000}}, nil)
 	}
-	c.commit(context.Background(), false)
+	c.Commit(context.Background(), false)
 	if len(ru.markedTooEarly) > 0 {
 		t.Errorf("marks of %v were written before the link was handed their targets", ru.markedTooEarly)
 	}
-	if len(ru.done) != 2 || len(st.marks) != 2 {
-		t.Errorf("handed %d, marked %d; want 2 and 2", len(ru.done), len(st.marks))
+	if len(ru.done) != 2 || len(st.Marks()) != 2 {
+		t.Errorf("handed %d, marked %d; want 2 and 2", len(ru.done), len(st.Marks()))
 	}
 }
 
 func TestCommitterWritesNoMarkWhoseLinkFailed(t *testing.T) {
-	st := &memStore{marks: map[string]Mark{}}
+	st := &pipelinetest.Store{}
 	herr := errors.New("code 241: memory limit exceeded")
 	ru := newMemLink(st)
 	ru.fail = herr
 	c := newTestCommitter(st, ru, "a")
-	c.readEnded(readEnd{id: "a", start: 1000, spans: 1})
-	c.ack([]Span{{VariableID: "a", Rows: 1, MinTsMs: 5000, MaxTsMs: 5000}}, nil)
-	c.commit(context.Background(), false)
-	var res RunResult
-	c.result(&res)
-	if len(st.marks) != 0 || !errors.Is(res.CommitErr, herr) {
-		t.Errorf("marks %v, commit error %v; want none and the link's error", st.marks, res.CommitErr)
+	c.ReadEnded("a", 1000, 0, 1)
+	c.Ack([]pipeline.Span{{VariableID: "a", Rows: 1, MinTsMs: 5000, MaxTsMs: 5000}}, nil)
+	c.Commit(context.Background(), false)
+	res := c.Result()
+	if len(st.Marks()) != 0 || !errors.Is(res.CommitErr, herr) {
+		t.Errorf("marks %v, commit error %v; want none and the link's error", st.Marks(), res.CommitErr)
 	}
 }
 
-// failingStore refuses every commit.
-type failingStore struct{ memStore }
-
-func (*failingStore) Commit(context.Context, []Mark) error {
-	return errors.New("table marks is read-only")
-}
-
 func TestCommitterReportsAFailedCommitOfMarks(t *testing.T) {
-	st := &failingStore{}
-	e := NewEngine(nil, nil, st, EngineOptions{}, nil, nil, nil)
-	c := newCommitter(e, []Target{{Variable: Variable{ID: "a"}, End: 9000}})
-	c.readEnded(readEnd{id: "a"})
-	c.commit(context.Background(), false)
-	var res RunResult
-	c.result(&res)
+	// The store refuses every commit.
+	st := &pipelinetest.Store{OnCommit: func(context.Context, []pipeline.Mark) error {
+		return errors.New("table marks is read-only")
+	}}
+	e := pipeline.NewEngine(nil, nil, st, pipeline.EngineOptions{}, nil, nil, nil)
+	c := pipeline.NewTestCommitter(e, []pipeline.Target{{Variable: pipeline.Variable{ID: "a"}, End: 9000}})
+	c.ReadEnded("a", 0, 0, 0)
+	c.Commit(context.Background(), false)
+	res := c.Result()
 	if res.CommitErr == nil || res.Completed != 1 {
 		t.Errorf("commit error %v, completed %d; want the store's error and 1", res.CommitErr, res.Completed)
 	}
@@ -182,9 +176,9 @@ type linkCall struct {
 	ids   []string
 }
 
-func (l *callLink) link() Link {
-	return Link{Stage: "test", Wrap: func(next Committer) Committer {
-		return CommitFunc(func(ctx context.Context, done []Done, final bool) error {
+func (l *callLink) link() pipeline.Link {
+	return pipeline.Link{Stage: "test", Wrap: func(next pipeline.Committer) pipeline.Committer {
+		return pipeline.CommitFunc(func(ctx context.Context, done []pipeline.Done, final bool) error {
 			call := linkCall{at: time.Now(), final: final}
 			for _, d := range done {
 				call.ids = append(call.ids, d.Variable.ID)
@@ -199,17 +193,17 @@ func (l *callLink) link() Link {
 
 func TestCommitterRunHandsOnEverySecondAndOnceMoreWhenStopped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &memStore{marks: map[string]Mark{}}
+		st := &pipelinetest.Store{}
 		l := &callLink{}
-		e := NewEngine(nil, nil, st, EngineOptions{Links: []Link{l.link()}}, nil, nil, nil)
-		c := newCommitter(e, []Target{{Variable: Variable{ID: "a"}, End: 9000}, {Variable: Variable{ID: "b"}, End: 9000}})
+		e := pipeline.NewEngine(nil, nil, st, pipeline.EngineOptions{Links: []pipeline.Link{l.link()}}, nil, nil, nil)
+		c := pipeline.NewTestCommitter(e, []pipeline.Target{{Variable: pipeline.Variable{ID: "a"}, End: 9000}, {Variable: pipeline.Variable{ID: "b"}, End: 9000}})
 		stop := make(chan struct{})
 		ran := make(chan struct{})
 		t0 := time.Now()
-		go func() { defer close(ran); c.run(context.Background(), stop) }()
-		c.readEnded(readEnd{id: "a"})
+		go func() { defer close(ran); c.Run(context.Background(), stop) }()
+		c.ReadEnded("a", 0, 0, 0)
 		time.Sleep(1500 * time.Millisecond)
-		c.readEnded(readEnd{id: "b"})
+		c.ReadEnded("b", 0, 0, 0)
 		time.Sleep(200 * time.Millisecond)
 		close(stop)
 		<-ran
@@ -225,48 +219,41 @@ func TestCommitterRunHandsOnEverySecondAndOnceMoreWhenStopped(t *testing.T) {
 		if !last.final || len(last.ids) != 1 || last.ids[0] != "b" {
 			t.Errorf("last call %+v, want b, final", last)
 		}
-		if len(st.marks) != 2 {
-			t.Errorf("marks %v, want a's and b's", st.marks)
+		if len(st.Marks()) != 2 {
+			t.Errorf("marks %v, want a's and b's", st.Marks())
 		}
 	})
 }
 
-// slowStore takes took of the clock on each commit, then fails when its
-// context is done or with fail.
-type slowStore struct {
-	memStore
-	took time.Duration
-	fail error
-}
-
-func (s *slowStore) Commit(ctx context.Context, marks []Mark) error {
-	time.Sleep(s.took)
-	if err := ctx.Err(); err != nil {
-		return err
+// slowCommits makes each commit to st take took of the clock, then fail
+// when its context is done, or with fail.
+func slowCommits(st *pipelinetest.Store, took time.Duration, fail error) {
+	st.OnCommit = func(ctx context.Context, _ []pipeline.Mark) error {
+		time.Sleep(took)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fail
 	}
-	if s.fail != nil {
-		return s.fail
-	}
-	return s.memStore.Commit(ctx, marks)
 }
 
 // A link's time is its own: what the rest of the chain took, and its
 // failure, are not the link's.
 func TestLinkClockCountsTheLinksOwnTimeAndNotTheStoresFailure(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &slowStore{memStore: memStore{marks: map[string]Mark{}}, took: 5 * time.Second, fail: errors.New("table marks is read-only")}
-		own := Link{Stage: "own", Wrap: func(next Committer) Committer {
-			return CommitFunc(func(ctx context.Context, done []Done, final bool) error {
+		st := &pipelinetest.Store{}
+		slowCommits(st, 5*time.Second, errors.New("table marks is read-only"))
+		own := pipeline.Link{Stage: "own", Wrap: func(next pipeline.Committer) pipeline.Committer {
+			return pipeline.CommitFunc(func(ctx context.Context, done []pipeline.Done, final bool) error {
 				time.Sleep(time.Second)
 				return next.Commit(ctx, done, final)
 			})
 		}}
-		e := NewEngine(nil, nil, st, EngineOptions{Links: []Link{own}}, IncrementalMark, nil, nil)
-		c := newCommitter(e, []Target{{Variable: Variable{ID: "a"}, End: 9000}})
-		c.readEnded(readEnd{id: "a"})
-		c.commit(context.Background(), true)
-		var res RunResult
-		c.result(&res)
+		e := pipeline.NewEngine(nil, nil, st, pipeline.EngineOptions{Links: []pipeline.Link{own}}, pipeline.IncrementalMark, nil, nil)
+		c := pipeline.NewTestCommitter(e, []pipeline.Target{{Variable: pipeline.Variable{ID: "a"}, End: 9000}})
+		c.ReadEnded("a", 0, 0, 0)
+		c.Commit(context.Background(), true)
+		res := c.Result()
 		if res.CommitErr == nil {
 			t.Fatal("want the store's failure in CommitErr")
 		}
@@ -279,16 +266,16 @@ func TestLinkClockCountsTheLinksOwnTimeAndNotTheStoresFailure(t *testing.T) {
 // A cancelled run still writes the marks of the targets it completed
 // (Engine.Run): the chain is handed a context that is never cancelled.
 func TestTheFinalCallOfACancelledPassWritesTheMarks(t *testing.T) {
-	st := &slowStore{memStore: memStore{marks: map[string]Mark{}}}
-	e := NewEngine(nil, nil, st, EngineOptions{}, IncrementalMark, nil, nil)
-	c := newCommitter(e, []Target{{Variable: Variable{ID: "a"}, End: 9000}})
-	c.readEnded(readEnd{id: "a"})
+	st := &pipelinetest.Store{}
+	slowCommits(st, 0, nil)
+	e := pipeline.NewEngine(nil, nil, st, pipeline.EngineOptions{}, pipeline.IncrementalMark, nil, nil)
+	c := pipeline.NewTestCommitter(e, []pipeline.Target{{Variable: pipeline.Variable{ID: "a"}, End: 9000}})
+	c.ReadEnded("a", 0, 0, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	c.commit(ctx, true)
-	var res RunResult
-	c.result(&res)
-	if _, ok := st.marks["a"]; !ok || res.CommitErr != nil {
-		t.Errorf("marks %v, commit error %v; want a's mark written", st.marks, res.CommitErr)
+	c.Commit(ctx, true)
+	res := c.Result()
+	if _, ok := st.Marks()["a"]; !ok || res.CommitErr != nil {
+		t.Errorf("marks %v, commit error %v; want a's mark written", st.Marks(), res.CommitErr)
 	}
 }

@@ -1,210 +1,47 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand/v2"
-	"slices"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
 
-// memSource serves series from memory with the service's limit rule, and
-// returns the rows of a cut frame in a random order: the spec does not say
-// which rows a cut frame keeps.
-type memSource struct {
-	mu       sync.Mutex
-	points   map[string][]Point
-	floor    int64 // the service's real retention floor
-	failOnce map[string]error
-	requests int
-	rng      *rand.Rand
-}
-
+// retryErr is a retryable failure: a connection reset, a response cut
+// mid-stream.
 type retryErr struct{}
 
 func (retryErr) Error() string   { return "connection reset" }
 func (retryErr) Retryable() bool { return true }
 
-type retentionErr struct{}
+// permanentErr is a failure no retry mends.
+type permanentErr struct{}
 
-func (retentionErr) Error() string           { return "403003 retention" }
-func (retentionErr) RetentionExceeded() bool { return true }
+func (permanentErr) Error() string   { return "code 60: table does not exist" }
+func (permanentErr) Retryable() bool { return false }
 
-// Walk lists nothing: engine tests give the engine its targets.
-func (s *memSource) Walk(context.Context, Scope, WalkSink) error { return nil }
-
-func (s *memSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
-	s.mu.Lock()
-	s.requests++
-	if req.Start < s.floor {
-		s.mu.Unlock()
-		return retentionErr{}
+func targetIDs(targets []pipeline.Target) []string {
+	var ids []string
+	for _, tg := range targets {
+		ids = append(ids, tg.Variable.ID)
 	}
-	key := fmt.Sprint(req.VariableIDs, req.Start, req.End)
-	if err := s.failOnce[key]; err != nil {
-		delete(s.failOnce, key)
-		// Deliver part of the response first, as a body cut mid-stream does.
-		if pts := s.points[req.VariableIDs[0]]; len(pts) > 0 {
-			_ = sink.Point(0, pts[0])
-		}
-		s.mu.Unlock()
-		return err
-	}
-	s.mu.Unlock()
-	for i, id := range req.VariableIDs {
-		in := inWindow(s.points[id], req.Start, req.End)
-		if req.Limit > 0 && len(in) > req.Limit {
-			s.mu.Lock()
-			s.rng.Shuffle(len(in), func(a, b int) { in[a], in[b] = in[b], in[a] })
-			s.mu.Unlock()
-			in = in[:req.Limit]
-		}
-		if err := serveFrame(sink, i, in); err != nil {
-			return err
-		}
-	}
-	return nil
+	return ids
 }
 
-// inWindow is a copy of the points in [start, end].
-func inWindow(points []Point, start, end int64) []Point {
-	var in []Point
-	for _, p := range points {
-		if p.TsMs >= start && p.TsMs <= end {
-			in = append(in, p)
-		}
-	}
-	return in
-}
-
-// serveFrame hands one frame to the sink.
-func serveFrame(sink FrameSink, i int, in []Point) error {
-	for _, p := range in {
-		if err := sink.Point(i, p); err != nil {
-			return err
-		}
-	}
-	return sink.EndFrame(i, len(in))
-}
-
-type memWriter struct {
-	mu     sync.Mutex
-	rows   map[string]map[int64]Row
-	writes int
-	fail   error
-}
-
-// Begin opens an INSERT whose rows reach the writer when it commits, the
-// way ClickHouse acknowledges them.
-func (w *memWriter) Begin(ctx context.Context) (Insert, error) {
-	return (&streamWriter{memWriter: w}).Begin(ctx)
-}
-
-func (w *memWriter) Write(_ context.Context, chunks []*Batch) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.fail != nil {
-		return w.fail
-	}
-	w.writes++
-	for _, c := range chunks {
-		for i := range c.Len() {
-			if w.rows[c.VariableID[i]] == nil {
-				w.rows[c.VariableID[i]] = map[int64]Row{}
-			}
-			w.rows[c.VariableID[i]][c.TsMs[i]] = Row{VariableID: c.VariableID[i], TsMs: c.TsMs[i], Value: c.Value[i], Context: c.Context[i],
-				Lat: c.Lat[i], HasLat: c.HasLat[i], Lng: c.Lng[i], HasLng: c.HasLng[i], DeviceLabel: c.DeviceLabel[i]}
-		}
-	}
-	return nil
-}
-
-type memStore struct {
-	mu    sync.Mutex
-	marks map[string]Mark
-}
-
-func (s *memStore) Load(context.Context) (map[string]Mark, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make(map[string]Mark, len(s.marks))
-	for k, v := range s.marks {
-		out[k] = v
-	}
-	return out, nil
-}
-
-func (s *memStore) MarksOf(ctx context.Context, ids []string, fn func(Mark) error) error {
-	marks, _ := s.Load(ctx)
-	return MarksOfMap(marks, ids, fn)
-}
-
-func (s *memStore) Commit(_ context.Context, marks []Mark) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, m := range marks {
-		if old, ok := s.marks[m.VariableID]; ok && old.HwmMs > m.HwmMs {
-			m.HwmMs = old.HwmMs
-		}
-		s.marks[m.VariableID] = m
-	}
-	return nil
-}
-
-func fixture(nVars, nPoints int, start int64) (*memSource, []Target) {
-	src := &memSource{points: map[string][]Point{}, failOnce: map[string]error{}, rng: rand.New(rand.NewPCG(1, 2))}
-	var targets []Target
-	for v := range nVars {
-		id := fmt.Sprintf("v%03d", v)
-		for p := range nPoints {
-			pt := Point{TsMs: start + int64(p)*1000 + int64(v), Value: float64(p), Context: []byte("{}")}
-			if v%2 == 1 {
-				// The source reads the position (extract/fleet for the API).
-				pt.Context = []byte(fmt.Sprintf(`{"lat":%d.5,"lng":-%d.25}`, p, v))
-				pt.Lat, pt.Lng, pt.HasLat, pt.HasLng = float64(p)+0.5, -float64(v)-0.25, true, true
-			}
-			src.points[id] = append(src.points[id], pt)
-		}
-		targets = append(targets, Target{Variable: Variable{ID: id, Label: "var" + id, DeviceID: "d1", DeviceLabel: "dev"}, Start: start, End: start + int64(nPoints)*1000 + 1000, From: start})
-	}
-	return src, targets
-}
-
-func checkLoaded(t *testing.T, src *memSource, w *memWriter, ids []string) {
-	t.Helper()
-	for _, id := range ids {
-		want := src.points[id]
-		got := w.rows[id]
-		if len(got) != len(want) {
-			t.Errorf("variable %s: loaded %d distinct points, source has %d", id, len(got), len(want))
-			continue
-		}
-		for _, p := range want {
-			r, ok := got[p.TsMs]
-			if !ok || (r.Value != p.Value && !(math.IsNaN(r.Value) && math.IsNaN(p.Value))) || r.Context != string(p.Context) {
-				t.Errorf("variable %s ts %d: got %+v (present %v), want value %v context %s", id, p.TsMs, r, ok, p.Value, p.Context)
-				return
-			}
-			lat, lng, hasLat, hasLng := p.Lat, p.Lng, p.HasLat, p.HasLng
-			if r.HasLat != hasLat || r.HasLng != hasLng || r.Lat != lat || r.Lng != lng {
-				t.Errorf("variable %s ts %d: lat/lng %v/%v %v/%v, want %v/%v %v/%v", id, p.TsMs, r.Lat, r.HasLat, r.Lng, r.HasLng, lat, hasLat, lng, hasLng)
-				return
-			}
-		}
-	}
-}
+// lastTs is the timestamp of the newest of pts.
+func lastTs(pts []pipeline.Point) int64 { return pts[len(pts)-1].TsMs }
 
 func TestEngineReReadsFramesCutByLimitInAnyOrder(t *testing.T) {
-	src, targets := fixture(7, 1000, 1_700_000_000_000)
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	st := &memStore{marks: map[string]Mark{}}
-	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 64, VariablesPerRequest: 3, MaxInFlight: 3, BatchRows: 500, InsertWorkers: 2}, nil, nil, nil)
+	src, targets := pipelinetest.Fixture(7, 1000, 1_700_000_000_000)
+	w := &pipelinetest.Writer{}
+	st := &pipelinetest.Store{}
+	e := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{RowsPerRequest: 64, VariablesPerRequest: 3, MaxInFlight: 3, BatchRows: 500, InsertWorkers: 2}, nil, nil, nil)
 	res := e.Run(context.Background(), targets)
 	if len(res.Failed) != 0 {
 		t.Fatalf("failed targets: %v", res.Failed)
@@ -216,10 +53,10 @@ func TestEngineReReadsFramesCutByLimitInAnyOrder(t *testing.T) {
 	for _, tg := range targets {
 		ids = append(ids, tg.Variable.ID)
 	}
-	checkLoaded(t, src, w, ids)
+	pipelinetest.CheckLoaded(t, src, w, ids)
 	for _, id := range ids {
-		pts := src.points[id]
-		if got, want := st.marks[id].HwmMs, pts[len(pts)-1].TsMs; got != want {
+		pts := src.Points(id)
+		if got, want := st.Marks()[id].HwmMs, lastTs(pts); got != want {
 			t.Errorf("mark of %s = %d, want the greatest loaded timestamp %d", id, got, want)
 		}
 	}
@@ -229,79 +66,90 @@ func TestEngineReReadsFramesCutByLimitInAnyOrder(t *testing.T) {
 }
 
 func TestEngineRetriesRequestCutMidStream(t *testing.T) {
-	src, targets := fixture(2, 10, 1_700_000_000_000)
-	src.failOnce[fmt.Sprint([]string{"v000", "v001"}, targets[0].Start, targets[0].End)] = retryErr{}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	st := &memStore{marks: map[string]Mark{}}
-	e := NewEngine(src, w, st, EngineOptions{VariablesPerRequest: 10, RetryWait: time.Millisecond}, nil, nil, nil)
-	res := e.Run(context.Background(), targets)
-	if len(res.Failed) != 0 || src.requests != 2 {
-		t.Fatalf("failed=%v requests=%d, want no failure after 2 requests", res.Failed, src.requests)
+	src, targets := pipelinetest.Fixture(2, 10, 1_700_000_000_000)
+	// The first response is cut mid-stream, after part of it reached the
+	// sink.
+	var once sync.Once
+	src.OnSeries = func(req pipeline.SeriesRequest, sink pipeline.FrameSink, serve func(pipeline.FrameSink) error) error {
+		cut := false
+		once.Do(func() { cut = true })
+		if cut {
+			_ = sink.Point(0, src.Points(req.VariableIDs[0])[0])
+			return retryErr{}
+		}
+		return serve(sink)
 	}
-	checkLoaded(t, src, w, []string{"v000", "v001"})
+	w := &pipelinetest.Writer{}
+	st := &pipelinetest.Store{}
+	e := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{VariablesPerRequest: 10, RetryWait: time.Millisecond}, nil, nil, nil)
+	res := e.Run(context.Background(), targets)
+	if len(res.Failed) != 0 || src.Requests() != 2 {
+		t.Fatalf("failed=%v requests=%d, want no failure after 2 requests", res.Failed, src.Requests())
+	}
+	pipelinetest.CheckLoaded(t, src, w, []string{"v000", "v001"})
 }
 
 func TestEngineFailedWriteKeepsMarks(t *testing.T) {
-	src, targets := fixture(3, 10, 1_700_000_000_000)
-	w := &memWriter{rows: map[string]map[int64]Row{}, fail: errors.New("clickhouse down")}
-	st := &memStore{marks: map[string]Mark{"v000": {VariableID: "v000", HwmMs: 5}}}
-	res := NewEngine(src, w, st, EngineOptions{}, nil, nil, nil).Run(context.Background(), targets)
+	src, targets := pipelinetest.Fixture(3, 10, 1_700_000_000_000)
+	w := &pipelinetest.Writer{OnCommit: func([]pipeline.Row) error { return errors.New("clickhouse down") }}
+	st := pipelinetest.NewStore(pipeline.Mark{VariableID: "v000", HwmMs: 5})
+	res := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{}, nil, nil, nil).Run(context.Background(), targets)
 	if len(res.Failed) != 3 {
 		t.Fatalf("%d failed targets, want 3", len(res.Failed))
 	}
-	if len(st.marks) != 1 || st.marks["v000"].HwmMs != 5 {
-		t.Fatalf("marks moved after a failed write: %+v", st.marks)
+	if len(st.Marks()) != 1 || st.Marks()["v000"].HwmMs != 5 {
+		t.Fatalf("marks moved after a failed write: %+v", st.Marks())
 	}
 }
 
 func TestEngineMovesFloorOnRetentionRejection(t *testing.T) {
-	src, targets := fixture(4, 100, 1_700_000_000_000)
+	src, targets := pipelinetest.Fixture(4, 100, 1_700_000_000_000)
 	// The account keeps less than configured: the first 30 s are out of reach.
-	src.floor = 1_700_000_030_000
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	st := &memStore{marks: map[string]Mark{}}
-	e := NewEngine(src, w, st, EngineOptions{Floor: 1_700_000_000_000, VariablesPerRequest: 2}, nil, nil, nil)
+	src.Floor = 1_700_000_030_000
+	w := &pipelinetest.Writer{}
+	st := &pipelinetest.Store{}
+	e := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{Floor: 1_700_000_000_000, VariablesPerRequest: 2}, nil, nil, nil)
 	res := e.Run(context.Background(), targets)
-	if len(res.Failed) != 0 || res.FloorMovedTo <= src.floor {
-		t.Fatalf("failed=%v floor=%d, want success with the floor past %d", res.Failed, res.FloorMovedTo, src.floor)
+	if len(res.Failed) != 0 || res.FloorMovedTo <= src.Floor {
+		t.Fatalf("failed=%v floor=%d, want success with the floor past %d", res.Failed, res.FloorMovedTo, src.Floor)
 	}
 	// Every point at or after the floor reached must be loaded.
-	for id, pts := range src.points {
-		for _, p := range pts {
-			if _, ok := w.rows[id][p.TsMs]; p.TsMs >= res.FloorMovedTo && !ok {
+	for _, id := range src.IDs() {
+		for _, p := range src.Points(id) {
+			if _, ok := w.Row(id, p.TsMs); p.TsMs >= res.FloorMovedTo && !ok {
 				t.Fatalf("%s: point %d after the moved floor %d was not loaded", id, p.TsMs, res.FloorMovedTo)
 			}
 		}
 	}
-	if src.requests > 20 {
-		t.Fatalf("%d requests: the floor should move in growing steps", src.requests)
+	if src.Requests() > 20 {
+		t.Fatalf("%d requests: the floor should move in growing steps", src.Requests())
 	}
 }
 
 func TestEngineCancelledRunCommitsOnlyCompleted(t *testing.T) {
-	src, targets := fixture(20, 50, 1_700_000_000_000)
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	st := &memStore{marks: map[string]Mark{}}
+	src, targets := pipelinetest.Fixture(20, 50, 1_700_000_000_000)
+	w := &pipelinetest.Writer{}
+	st := &pipelinetest.Store{}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res := NewEngine(src, w, st, EngineOptions{VariablesPerRequest: 1}, nil, nil, nil).Run(ctx, targets)
-	if len(res.Failed) != 20 || len(st.marks) != 0 {
-		t.Fatalf("failed=%d marks=%d after a cancelled run, want 20 failed and no mark", len(res.Failed), len(st.marks))
+	res := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{VariablesPerRequest: 1}, nil, nil, nil).Run(ctx, targets)
+	if len(res.Failed) != 20 || len(st.Marks()) != 0 {
+		t.Fatalf("failed=%d marks=%d after a cancelled run, want 20 failed and no mark", len(res.Failed), len(st.Marks()))
 	}
 }
 
 func TestPlanWindows(t *testing.T) {
 	const hour = int64(time.Hour / time.Millisecond)
 	floor, end := int64(1000*hour), int64(2000*hour)
-	vars := []Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8}, {ID: "future", LastActivityMs: 1}, {ID: "empty"}}
-	marks := map[string]Mark{
+	vars := []pipeline.Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8}, {ID: "future", LastActivityMs: 1}, {ID: "empty"}}
+	marks := map[string]pipeline.Mark{
 		"marked": {HwmMs: 1500 * hour, LastActivityMs: 3},
 		"idle":   {HwmMs: 1500 * hour, LastActivityMs: 7, CheckedMs: end - 1},
 		"old":    {HwmMs: 10 * hour, LastActivityMs: 3},
 		"future": {HwmMs: 3000 * hour},
 		"empty":  {CheckedMs: end - 1},
 	}
-	got, skipped := Plan(vars, marks, PlanOptions{Lookback: time.Hour, Floor: floor, End: end, SkipIdle: true, IdleRecheck: time.Hour})
+	got, skipped := pipeline.Plan(vars, marks, pipeline.PlanOptions{Lookback: time.Hour, Floor: floor, End: end, SkipIdle: true, IdleRecheck: time.Hour})
 	want := map[string]int64{"new": floor, "marked": 1499 * hour, "old": floor, "future": end - hour}
 	if skipped != 2 || len(got) != len(want) {
 		t.Fatalf("skipped %d, planned %d, want 2 and %d", skipped, len(got), len(want))
@@ -313,36 +161,10 @@ func TestPlanWindows(t *testing.T) {
 	}
 }
 
-// Requests follow window starts, a start far below a target's own never
-// shared with it, and among equal starts (a backfill's) the order of
-// variable ids, datapoints' sorting key: the rollup's check of
-// a commit's variables then reads adjacent keys.
-func TestGroupOrdersEqualStartsByVariableID(t *testing.T) {
-	var targets []*targetState
-	for i, id := range []string{"m", "c", "x", "a", "q", "b", "late"} {
-		start := int64(100)
-		if id == "late" {
-			start = 100 - 10*3_600_000 // far below the others' slack
-		}
-		targets = append(targets, &targetState{Target: Target{Variable: Variable{ID: id}}, start: start, end: 200 + int64(i)})
-	}
-	var got []string
-	for _, r := range Group(targets, 3) {
-		var ids []string
-		for _, tg := range r.targets {
-			ids = append(ids, tg.Variable.ID)
-		}
-		got = append(got, strings.Join(ids, ","))
-	}
-	if want := []string{"late", "a,b,c", "m,q,x"}; !slices.Equal(got, want) {
-		t.Errorf("requests %q, want %q", got, want)
-	}
-}
-
 func TestPlanNeverSkipsWhenTheServiceReportsNoActivity(t *testing.T) {
-	vars := []Variable{{ID: "a"}, {ID: "b"}}
-	marks := map[string]Mark{"a": {HwmMs: 10}, "b": {HwmMs: 10}}
-	got, skipped := Plan(vars, marks, PlanOptions{Floor: 1, End: 100, SkipIdle: true})
+	vars := []pipeline.Variable{{ID: "a"}, {ID: "b"}}
+	marks := map[string]pipeline.Mark{"a": {HwmMs: 10}, "b": {HwmMs: 10}}
+	got, skipped := pipeline.Plan(vars, marks, pipeline.PlanOptions{Floor: 1, End: 100, SkipIdle: true})
 	if skipped != 0 || len(got) != 2 {
 		t.Fatalf("skipped %d of 2 variables although the service reports no lastActivity", skipped)
 	}
@@ -352,7 +174,7 @@ func TestShardsPartitionVariables(t *testing.T) {
 	seen := map[string]int{}
 	for i := range 3 {
 		for v := range 300 {
-			if (Shard{Index: i, Count: 3}).Holds(fmt.Sprint("var", v)) {
+			if (pipeline.Shard{Index: i, Count: 3}).Holds(fmt.Sprint("var", v)) {
 				seen[fmt.Sprint("var", v)]++
 			}
 		}
@@ -369,7 +191,7 @@ func TestShardsPartitionVariables(t *testing.T) {
 
 func TestLag(t *testing.T) {
 	const floor, now = 1000, 20_000
-	vars := []Variable{
+	vars := []pipeline.Variable{
 		{ID: "caught-up", LastActivityMs: 5000},
 		{ID: "behind", LastActivityMs: 9000},
 		{ID: "idle", LastActivityMs: 0},
@@ -380,7 +202,7 @@ func TestLag(t *testing.T) {
 		{ID: "future-pending", LastActivityMs: 8000},
 		{ID: "late-write", LastActivityMs: 6001},
 	}
-	marks := map[string]Mark{
+	marks := map[string]pipeline.Mark{
 		"caught-up":      {HwmMs: 4000, LastActivityMs: 5000, CheckedMs: 19_000},
 		"behind":         {HwmMs: 6000, LastActivityMs: 7000},
 		"idle":           {HwmMs: 100},
@@ -391,7 +213,7 @@ func TestLag(t *testing.T) {
 		// known to be missing although lastActivity trails the mark.
 		"late-write": {HwmMs: 9000, LastActivityMs: 6000, CheckedMs: 19_999},
 	}
-	got := Lag(vars, marks, floor, now)
+	got := pipeline.Lag(vars, marks, floor, now)
 	want := []struct {
 		id  string
 		lag time.Duration
@@ -409,180 +231,108 @@ func TestLag(t *testing.T) {
 	}
 }
 
-// untouchedSource fails every request before any of its response arrives,
-// as a source does once its own retry budget is spent.
-type untouchedSource struct {
-	memSource
-	calls int
-}
-
-func (s *untouchedSource) Series(context.Context, SeriesRequest, FrameSink) error {
-	s.calls++
-	return retryErr{}
-}
-
 func TestEngineLeavesRetriesBeforeTheResponseToTheSource(t *testing.T) {
-	_, targets := fixture(2, 5, 1_700_000_000_000)
-	src := &untouchedSource{}
-	st := &memStore{marks: map[string]Mark{}}
-	res := NewEngine(src, &memWriter{rows: map[string]map[int64]Row{}}, st, EngineOptions{VariablesPerRequest: 10, RetryWait: time.Millisecond}, nil, nil, nil).Run(context.Background(), targets)
-	if src.calls != 1 || len(res.Failed) != 2 || len(st.marks) != 0 {
-		t.Fatalf("calls=%d failed=%d marks=%d; want 1 call (the source spent its budget), 2 failed, no mark", src.calls, len(res.Failed), len(st.marks))
+	src, targets := pipelinetest.Fixture(2, 5, 1_700_000_000_000)
+	// Every request fails before any of its response arrives, as a source
+	// does once its own retry budget is spent.
+	src.OnSeries = func(pipeline.SeriesRequest, pipeline.FrameSink, func(pipeline.FrameSink) error) error {
+		return retryErr{}
 	}
-}
-
-// streamWriter is a memWriter that also streams (StreamWriter): rows reach
-// the memWriter only when their INSERT commits. failCommits makes that many
-// commits fail with err after storing nothing; failBegin makes every Begin
-// fail.
-type streamWriter struct {
-	*memWriter
-	mu          sync.Mutex
-	begins      int
-	commits     int
-	appends     int
-	failCommits int
-	err         error
-	failBegin   error
-}
-
-type streamInsert struct {
-	w    *streamWriter
-	rows []*Batch
-}
-
-func (w *streamWriter) Begin(context.Context) (Insert, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.begins++
-	if w.failBegin != nil {
-		return nil, w.failBegin
+	st := &pipelinetest.Store{}
+	res := pipeline.NewEngine(src, &pipelinetest.Writer{}, st, pipeline.EngineOptions{VariablesPerRequest: 10, RetryWait: time.Millisecond}, nil, nil, nil).Run(context.Background(), targets)
+	if src.Requests() != 1 || len(res.Failed) != 2 || len(st.Marks()) != 0 {
+		t.Fatalf("calls=%d failed=%d marks=%d; want 1 call (the source spent its budget), 2 failed, no mark", src.Requests(), len(res.Failed), len(st.Marks()))
 	}
-	return &streamInsert{w: w}, nil
-}
-
-func (in *streamInsert) Append(c *Batch) error {
-	// Copy: the engine reuses the chunk as soon as Append returns.
-	cp := new(Batch)
-	for i := range c.Len() {
-		cp.Append(Row{VariableID: c.VariableID[i], DeviceLabel: c.DeviceLabel[i], TsMs: c.TsMs[i], Value: c.Value[i], Context: c.Context[i],
-			Lat: c.Lat[i], Lng: c.Lng[i], HasLat: c.HasLat[i], HasLng: c.HasLng[i]})
-	}
-	in.rows = append(in.rows, cp)
-	in.w.mu.Lock()
-	in.w.appends++
-	in.w.mu.Unlock()
-	return nil
-}
-
-func (in *streamInsert) Commit() error {
-	in.w.mu.Lock()
-	in.w.commits++
-	if in.w.failCommits > 0 {
-		in.w.failCommits--
-		in.w.mu.Unlock()
-		return in.w.err
-	}
-	in.w.mu.Unlock()
-	return in.w.memWriter.Write(context.Background(), in.rows)
-}
-
-func (in *streamInsert) Abort() {}
-
-type permanentErr struct{}
-
-func (permanentErr) Error() string   { return "code 60: table does not exist" }
-func (permanentErr) Retryable() bool { return false }
-
-func targetIDs(targets []Target) []string {
-	var ids []string
-	for _, tg := range targets {
-		ids = append(ids, tg.Variable.ID)
-	}
-	return ids
 }
 
 func TestEngineStreamsChunksIntoInsertsOfBatchRows(t *testing.T) {
-	src, targets := fixture(40, 2000, 1_700_000_000_000)
-	w := &streamWriter{memWriter: &memWriter{rows: map[string]map[int64]Row{}}}
-	st := &memStore{marks: map[string]Mark{}}
-	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 5000, VariablesPerRequest: 5, MaxInFlight: 2, BatchRows: 40000, InsertWorkers: 1, BatchAge: time.Hour}, nil, nil, nil)
+	src, targets := pipelinetest.Fixture(40, 2000, 1_700_000_000_000)
+	w := &pipelinetest.Writer{}
+	st := &pipelinetest.Store{}
+	e := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{RowsPerRequest: 5000, VariablesPerRequest: 5, MaxInFlight: 2, BatchRows: 40000, InsertWorkers: 1, BatchAge: time.Hour}, nil, nil, nil)
 	res := e.Run(context.Background(), targets)
 	if len(res.Failed) != 0 {
 		t.Fatalf("failed targets: %v", res.Failed)
 	}
-	checkLoaded(t, src, w.memWriter, targetIDs(targets))
+	pipelinetest.CheckLoaded(t, src, w, targetIDs(targets))
 	// 80,000 points in chunks of at most 32k rows, INSERTs of 40,000 rows:
 	// several chunks per INSERT, and few INSERTs.
-	if w.appends <= w.commits || w.commits > 3 {
-		t.Fatalf("%d chunks streamed into %d INSERTs; want several chunks per INSERT and at most 3 INSERTs of 40000 rows", w.appends, w.commits)
+	if w.Appends() <= w.Commits() || w.Commits() > 3 {
+		t.Fatalf("%d chunks streamed into %d INSERTs; want several chunks per INSERT and at most 3 INSERTs of 40000 rows", w.Appends(), w.Commits())
 	}
 	if res.Points != 80000 {
 		t.Fatalf("run reports %d points, want 80000", res.Points)
 	}
 	for _, id := range targetIDs(targets) {
-		pts := src.points[id]
-		if got, want := st.marks[id].HwmMs, pts[len(pts)-1].TsMs; got != want {
+		pts := src.Points(id)
+		if got, want := st.Marks()[id].HwmMs, lastTs(pts); got != want {
 			t.Errorf("mark of %s = %d, want %d", id, got, want)
 		}
 	}
 }
 
 func TestEngineReadsAgainTheVariablesOfAStreamedInsertThatFailedRetryably(t *testing.T) {
-	src, targets := fixture(9, 300, 1_700_000_000_000)
-	w := &streamWriter{memWriter: &memWriter{rows: map[string]map[int64]Row{}}, failCommits: 1, err: retryErr{}}
-	st := &memStore{marks: map[string]Mark{}}
-	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 3, MaxInFlight: 2, BatchRows: 600, InsertWorkers: 1}, nil, nil, nil)
+	src, targets := pipelinetest.Fixture(9, 300, 1_700_000_000_000)
+	// The first INSERT's commit fails retryably, storing nothing.
+	var once sync.Once
+	w := &pipelinetest.Writer{OnCommit: func([]pipeline.Row) error {
+		var err error
+		once.Do(func() { err = retryErr{} })
+		return err
+	}}
+	st := &pipelinetest.Store{}
+	e := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 3, MaxInFlight: 2, BatchRows: 600, InsertWorkers: 1}, nil, nil, nil)
 	res := e.Run(context.Background(), targets)
 	if len(res.Failed) != 0 {
 		t.Fatalf("failed targets after a retryable INSERT failure: %v", res.Failed)
 	}
-	checkLoaded(t, src, w.memWriter, targetIDs(targets))
+	pipelinetest.CheckLoaded(t, src, w, targetIDs(targets))
 	if res.Targets != 9 || res.Completed != 9 {
 		t.Fatalf("targets %d completed %d, want 9 and 9", res.Targets, res.Completed)
 	}
 	for _, id := range targetIDs(targets) {
-		pts := src.points[id]
-		if got, want := st.marks[id].HwmMs, pts[len(pts)-1].TsMs; got != want {
+		pts := src.Points(id)
+		if got, want := st.Marks()[id].HwmMs, lastTs(pts); got != want {
 			t.Errorf("mark of %s = %d, want %d", id, got, want)
 		}
 	}
 }
 
 func TestEngineFailsTheVariablesOfAStreamedInsertThatFailedPermanently(t *testing.T) {
-	src, targets := fixture(6, 300, 1_700_000_000_000)
-	w := &streamWriter{memWriter: &memWriter{rows: map[string]map[int64]Row{}}, failCommits: 1000, err: permanentErr{}}
-	st := &memStore{marks: map[string]Mark{}}
-	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 3, MaxInFlight: 2, BatchRows: 100000, InsertWorkers: 1}, nil, nil, nil)
+	src, targets := pipelinetest.Fixture(6, 300, 1_700_000_000_000)
+	w := &pipelinetest.Writer{OnCommit: func([]pipeline.Row) error { return permanentErr{} }}
+	st := &pipelinetest.Store{}
+	e := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 3, MaxInFlight: 2, BatchRows: 100000, InsertWorkers: 1}, nil, nil, nil)
 	res := e.Run(context.Background(), targets)
 	if len(res.Failed) != 6 {
 		t.Fatalf("%d failed targets, want all 6: %v", len(res.Failed), res.Failed)
 	}
-	var le *LoadError
+	var le *pipeline.LoadError
 	if !errors.As(res.Failed[0], &le) || !errors.As(res.Failed[0], new(permanentErr)) {
 		t.Fatalf("failure %v is not a LoadError wrapping the writer's error", res.Failed[0])
 	}
-	if w.begins != w.commits || w.commits > 1 {
-		t.Fatalf("%d INSERTs begun, %d committed: a permanent failure must not be read again", w.begins, w.commits)
+	if w.Begins() != w.Commits() || w.Commits() > 1 {
+		t.Fatalf("%d INSERTs begun, %d committed: a permanent failure must not be read again", w.Begins(), w.Commits())
 	}
-	if len(st.marks) != 0 {
-		t.Fatalf("marks committed although nothing was loaded: %v", st.marks)
+	if len(st.Marks()) != 0 {
+		t.Fatalf("marks committed although nothing was loaded: %v", st.Marks())
 	}
 }
 
 func TestEngineStopsBeginningInsertsOnceTheWriterGaveUp(t *testing.T) {
-	src, targets := fixture(20, 100, 1_700_000_000_000)
-	w := &streamWriter{memWriter: &memWriter{rows: map[string]map[int64]Row{}}, failBegin: errors.New("gave up after 7 attempts: connection refused")}
-	st := &memStore{marks: map[string]Mark{}}
-	e := NewEngine(src, w, st, EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 1, MaxInFlight: 1, BatchRows: 10, BatchAge: time.Millisecond, InsertWorkers: 1}, nil, nil, nil)
+	src, targets := pipelinetest.Fixture(20, 100, 1_700_000_000_000)
+	gaveUp := errors.New("gave up after 7 attempts: connection refused")
+	w := &pipelinetest.Writer{OnBegin: func() error { return gaveUp }}
+	st := &pipelinetest.Store{}
+	e := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{RowsPerRequest: 1000, VariablesPerRequest: 1, MaxInFlight: 1, BatchRows: 10, BatchAge: time.Millisecond, InsertWorkers: 1}, nil, nil, nil)
 	res := e.Run(context.Background(), targets)
-	if len(res.Failed) != 20 || len(st.marks) != 0 {
-		t.Fatalf("%d failed, %d marks; want every target failed and no mark", len(res.Failed), len(st.marks))
+	if len(res.Failed) != 20 || len(st.Marks()) != 0 {
+		t.Fatalf("%d failed, %d marks; want every target failed and no mark", len(res.Failed), len(st.Marks()))
 	}
-	if !errors.Is(res.Failed[0], w.failBegin) {
+	if !errors.Is(res.Failed[0], gaveUp) {
 		t.Fatalf("failure %v does not carry the writer's error", res.Failed[0])
 	}
-	if w.begins != 1 {
-		t.Fatalf("Begin called %d times; once it gave up, the run's other chunks must fail at once", w.begins)
+	if w.Begins() != 1 {
+		t.Fatalf("Begin called %d times; once it gave up, the run's other chunks must fail at once", w.Begins())
 	}
 }

@@ -1,38 +1,14 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
-
-// writeAfterFirstRead is a source that writes one point right after it
-// has served the first raw-series request of a cycle it is armed for: a
-// gateway delivering a late point while the cycle that has just read its
-// variable still runs.
-type writeAfterFirstRead struct {
-	*memSource
-	mu    sync.Mutex
-	armed *Point
-	id    string
-}
-
-func (s *writeAfterFirstRead) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
-	err := s.memSource.Series(ctx, req, sink)
-	s.mu.Lock()
-	p := s.armed
-	s.armed = nil
-	s.mu.Unlock()
-	if p != nil {
-		s.memSource.mu.Lock()
-		s.memSource.points[s.id] = append(s.memSource.points[s.id], *p)
-		s.memSource.mu.Unlock()
-	}
-	return err
-}
 
 // TestALatePointWrittenWhileACycleRunsLandsThoughTheCycleMovesTheMark is
 // the loss of issue 35: a sparse reporter's mark sits at its last report
@@ -59,50 +35,74 @@ func TestALatePointWrittenWhileACycleRunsLandsThoughTheCycleMovesTheMark(t *test
 	}
 	for _, rd := range readings {
 		for _, skipIdle := range []bool{false, true} {
-			src := &writeAfterFirstRead{memSource: &memSource{points: map[string][]Point{}, failOnce: map[string]error{}, rng: rand.New(rand.NewPCG(1, 2))}, id: "v"}
-			pt := func(ts int64) Point { return Point{TsMs: ts, Value: float64(ts % 1000), Context: []byte("{}")} }
+			// The source writes the armed point right after it has served
+			// the first raw-series request of a cycle it is armed for: a
+			// gateway delivering a late point while the cycle that has
+			// just read its variable still runs.
+			src := &pipelinetest.Source{}
+			var mu sync.Mutex
+			var armed *pipeline.Point
+			src.OnSeries = func(req pipeline.SeriesRequest, sink pipeline.FrameSink, serve func(pipeline.FrameSink) error) error {
+				err := serve(sink)
+				mu.Lock()
+				p := armed
+				armed = nil
+				mu.Unlock()
+				if p != nil {
+					src.Add("v", *p)
+				}
+				return err
+			}
+			pt := func(ts int64) pipeline.Point {
+				return pipeline.Point{TsMs: ts, Value: float64(ts % 1000), Context: []byte("{}")}
+			}
 			// Reports every 2 h up to M = t0.
 			for ts := t0 - 10*hour; ts <= t0; ts += 2 * hour {
-				src.points["v"] = append(src.points["v"], pt(ts))
+				src.Add("v", pt(ts))
 			}
 			newest, lastWrite := t0, t0
-			st := &memStore{marks: map[string]Mark{}}
-			w := &memWriter{rows: map[string]map[int64]Row{}}
+			st := &pipelinetest.Store{}
+			w := &pipelinetest.Writer{}
 			cycle := func(now int64) {
 				t.Helper()
-				v := Variable{ID: "v", DeviceID: "d", LastActivityMs: rd.la(newest, lastWrite)}
+				v := pipeline.Variable{ID: "v", DeviceID: "d", LastActivityMs: rd.la(newest, lastWrite)}
 				marks, _ := st.Load(context.Background())
-				targets, _ := Plan([]Variable{v}, marks, PlanOptions{Lookback: lookback, Floor: t0 - 100*hour, End: now, SkipIdle: skipIdle, IdleRecheck: recheck})
+				targets, _ := pipeline.Plan([]pipeline.Variable{v}, marks, pipeline.PlanOptions{Lookback: lookback, Floor: t0 - 100*hour, End: now, SkipIdle: skipIdle, IdleRecheck: recheck})
 				if res := runCycle(t, src, st, w, targets, 100); len(res.Failed) > 0 {
 					t.Fatalf("cycle at %d failed: %v", now, res.Failed)
 				}
 			}
 			cycle(t0 + 60_000)
-			if m := st.marks["v"]; m.HwmMs != t0 {
+			if m := st.Marks()["v"]; m.HwmMs != t0 {
 				t.Fatalf("first cycle: mark %d, want %d", m.HwmMs, t0)
 			}
 			// The next report comes 3 h later (one was missed); the cycle
 			// that loads it is handed a late point right after its read.
-			src.points["v"] = append(src.points["v"], pt(t0+3*hour))
+			src.Add("v", pt(t0+3*hour))
 			newest, lastWrite = t0+3*hour, t0+3*hour
 			late := pt(t0 - 30*60_000)
-			src.armed = &late
+			mu.Lock()
+			armed = &late
+			mu.Unlock()
 			now := t0 + 3*hour + 60_000
 			lastWrite = now // the late point is written during this cycle
 			cycle(now)
-			if src.armed != nil {
+			mu.Lock()
+			unwritten := armed != nil
+			mu.Unlock()
+			if unwritten {
 				t.Fatal("the late point was never written")
 			}
-			if m := st.marks["v"]; m.HwmMs != t0+3*hour {
+			if m := st.Marks()["v"]; m.HwmMs != t0+3*hour {
 				t.Fatalf("the cycle committed mark %d, want %d", m.HwmMs, t0+3*hour)
 			}
 			// Hourly cycles for idle_recheck plus one period after the write.
 			for c := now + period; c <= now+recheck.Milliseconds()+period; c += period {
 				cycle(c)
 			}
-			if _, ok := w.rows["v"][late.TsMs]; !ok {
+			if _, ok := w.Row("v", late.TsMs); !ok {
 				t.Errorf("lastActivity %s, skip idle %v: the point stamped M - 30m, written while the cycle that moved the mark to M + 3h ran, never landed (mark %+v)",
-					rd.name, skipIdle, st.marks["v"])
+					rd.name, skipIdle, st.Marks()["v"])
 			}
 		}
 	}
@@ -115,10 +115,10 @@ func TestALatePointWrittenWhileACycleRunsLandsThoughTheCycleMovesTheMark(t *test
 func TestTheNextReadStartsWhereTheMarkInForceStillOwesPoints(t *testing.T) {
 	const hour = int64(3_600_000)
 	lookback := time.Hour
-	v := Variable{ID: "v"}
-	plan := func(marks map[string]Mark, end int64) Target {
+	v := pipeline.Variable{ID: "v"}
+	plan := func(marks map[string]pipeline.Mark, end int64) pipeline.Target {
 		t.Helper()
-		got, _ := Plan([]Variable{v}, marks, PlanOptions{Lookback: lookback, Floor: 1000, End: end})
+		got, _ := pipeline.Plan([]pipeline.Variable{v}, marks, pipeline.PlanOptions{Lookback: lookback, Floor: 1000, End: end})
 		if len(got) != 1 {
 			t.Fatalf("planned %d targets, want 1", len(got))
 		}
@@ -129,79 +129,38 @@ func TestTheNextReadStartsWhereTheMarkInForceStillOwesPoints(t *testing.T) {
 	if tg.Start != 1000 || tg.Reread != 1000 {
 		t.Fatalf("no mark: start %d, reread %d; want both at the floor 1000", tg.Start, tg.Reread)
 	}
-	m, _ := IncrementalMark(tg, Outcome{MaxTs: 50 * hour})
+	m, _ := pipeline.IncrementalMark(tg, pipeline.Outcome{MaxTs: 50 * hour})
 	if m.RereadMs != 1000 || m.HwmMs != 50*hour {
 		t.Fatalf("first mark %+v: want hwm %d, reread 1000", m, 50*hour)
 	}
 	// The next read starts where the first one owed, not at hwm - lookback.
-	tg = plan(map[string]Mark{"v": m}, 100*hour)
+	tg = plan(map[string]pipeline.Mark{"v": m}, 100*hour)
 	if tg.Start != 1000 || tg.Reread != 49*hour {
 		t.Fatalf("second read: start %d, reread %d; want 1000 and %d", tg.Start, tg.Reread, 49*hour)
 	}
-	m, _ = IncrementalMark(tg, Outcome{MaxTs: 90 * hour})
-	tg = plan(map[string]Mark{"v": m}, 100*hour)
+	m, _ = pipeline.IncrementalMark(tg, pipeline.Outcome{MaxTs: 90 * hour})
+	tg = plan(map[string]pipeline.Mark{"v": m}, 100*hour)
 	if tg.Start != 49*hour || tg.From != 49*hour || tg.Reread != 89*hour {
 		t.Fatalf("third read: start %d, from %d, reread %d; want %d, %d, %d", tg.Start, tg.From, tg.Reread, 49*hour, 49*hour, 89*hour)
 	}
 	// A mark written before RereadMs existed reads from its lookback.
-	tg = plan(map[string]Mark{"v": {VariableID: "v", HwmMs: 90 * hour}}, 100*hour)
+	tg = plan(map[string]pipeline.Mark{"v": {VariableID: "v", HwmMs: 90 * hour}}, 100*hour)
 	if tg.Start != 89*hour {
 		t.Fatalf("legacy mark: start %d, want %d", tg.Start, 89*hour)
 	}
 	// A backfill that moves the mark keeps what the mark in force owes.
-	bf := BackfillMark(1000, lookback.Milliseconds())
-	held := Mark{VariableID: "v", HwmMs: 90 * hour, RereadMs: 80 * hour, CheckedMs: 95 * hour}
-	got, ok := bf(Target{Variable: v, Start: 70 * hour, End: 99 * hour, Mark: held, HasMark: true}, Outcome{MaxTs: 99 * hour})
+	bf := pipeline.BackfillMark(1000, lookback.Milliseconds())
+	held := pipeline.Mark{VariableID: "v", HwmMs: 90 * hour, RereadMs: 80 * hour, CheckedMs: 95 * hour}
+	got, ok := bf(pipeline.Target{Variable: v, Start: 70 * hour, End: 99 * hour, Mark: held, HasMark: true}, pipeline.Outcome{MaxTs: 99 * hour})
 	if !ok || got.HwmMs != 99*hour || got.RereadMs != 80*hour || got.CheckedMs != 95*hour {
 		t.Fatalf("backfill mark %+v (ok %v): want hwm %d, reread %d, checked %d", got, ok, 99*hour, 80*hour, 95*hour)
 	}
-	got, ok = bf(Target{Variable: v, Start: 70 * hour, End: 99 * hour, Mark: Mark{VariableID: "v", HwmMs: 90 * hour}, HasMark: true}, Outcome{MaxTs: 99 * hour})
+	got, ok = bf(pipeline.Target{Variable: v, Start: 70 * hour, End: 99 * hour, Mark: pipeline.Mark{VariableID: "v", HwmMs: 90 * hour}, HasMark: true}, pipeline.Outcome{MaxTs: 99 * hour})
 	if !ok || got.RereadMs != 89*hour {
 		t.Fatalf("backfill over a legacy mark %+v (ok %v): want reread %d", got, ok, 89*hour)
 	}
-	got, ok = bf(Target{Variable: v, Start: 500, End: 99 * hour}, Outcome{MaxTs: 99 * hour})
+	got, ok = bf(pipeline.Target{Variable: v, Start: 500, End: 99 * hour}, pipeline.Outcome{MaxTs: 99 * hour})
 	if !ok || got.RereadMs != 500 {
 		t.Fatalf("backfill from the floor without a mark %+v (ok %v): want reread 500", got, ok)
-	}
-}
-
-// TestRequestsShareStartsOnlyWithinEachTargetsSlack: 1,000 active
-// windows of close starts share requests as 50 a request allows, while no
-// target is read further below its own start than an eighth of its window.
-func TestRequestsShareStartsOnlyWithinEachTargetsSlack(t *testing.T) {
-	const end, floor = int64(1_700_000_000_000), int64(1_600_000_000_000)
-	r := rand.New(rand.NewPCG(7, 7))
-	var targets []*targetState
-	for i := range 1000 {
-		start := end - 3_600_000 - r.Int64N(300_000)
-		switch i % 10 {
-		case 0: // without a mark
-			start = floor
-		case 1: // marks days old
-			start = end - r.Int64N(30*24*3_600_000)
-		}
-		targets = append(targets, &targetState{Target: Target{Variable: Variable{ID: fmt.Sprint("v", i)}}, start: start, end: end})
-	}
-	reqs := Group(targets, 50)
-	for _, q := range reqs {
-		for _, tg := range q.targets {
-			if q.start > tg.start || tg.start-q.start > max((end-tg.start)/8, minSlack) {
-				t.Fatalf("a request from %d carries a target starting at %d, %d ms below its own start (window %d ms)", q.start, tg.start, tg.start-q.start, end-tg.start)
-			}
-		}
-	}
-	// 800 active windows (16 requests' worth), 100 at the floor (2), and
-	// 100 spread over 30 days, which share only with close neighbours.
-	if len(reqs) > 16+2+40 {
-		t.Errorf("%d requests, want at most %d", len(reqs), 16+2+40)
-	}
-	active := 0
-	for _, q := range reqs {
-		if end-q.start < 2*3_600_000 {
-			active++
-		}
-	}
-	if active > 17 {
-		t.Errorf("%d requests for 800 active windows within 5 minutes of each other, want at most 17", active)
 	}
 }

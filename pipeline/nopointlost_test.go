@@ -1,46 +1,50 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
 
 // The tests of this file hold the engine and the planner to the promise
 // that no point is lost whatever lastActivity means, and that a failure one
 // variable causes stays with it.
 
-func runCycle(t *testing.T, src Source, st *memStore, w *memWriter, targets []Target, rows int) RunResult {
+func runCycle(t *testing.T, src pipeline.Source, st *pipelinetest.Store, w *pipelinetest.Writer, targets []pipeline.Target, rows int) pipeline.RunResult {
 	t.Helper()
-	return NewEngine(src, w, st, EngineOptions{VariablesPerRequest: 50, RowsPerRequest: rows, RetryWait: time.Millisecond}, nil, nil, nil).Run(context.Background(), targets)
+	return pipeline.NewEngine(src, w, st, pipeline.EngineOptions{VariablesPerRequest: 50, RowsPerRequest: rows, RetryWait: time.Millisecond}, nil, nil, nil).Run(context.Background(), targets)
 }
 
 func TestPlanTrustsAnUnchangedLastActivityOnlyWithinTheRecheckPeriod(t *testing.T) {
 	const end = int64(10_000_000_000)
 	recheck := time.Hour
-	v := Variable{ID: "v", LastActivityMs: 42}
-	period := RecheckPeriod("v", recheck).Milliseconds()
+	v := pipeline.Variable{ID: "v", LastActivityMs: 42}
+	period := pipeline.RecheckPeriod("v", recheck).Milliseconds()
 	cases := []struct {
 		name    string
-		mark    Mark
+		mark    pipeline.Mark
 		recheck time.Duration
 		skip    bool
 	}{
-		{"read just now", Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1}, recheck, true},
-		{"read one period ago", Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - period}, recheck, false},
-		{"read just inside the period", Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - period + 1}, recheck, true},
-		{"never read completely", Mark{HwmMs: 1, LastActivityMs: 42}, recheck, false},
-		{"lastActivity moved", Mark{HwmMs: 1, LastActivityMs: 41, CheckedMs: end - 1}, recheck, false},
-		{"a point ahead fell due", Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1, FutureMs: end}, recheck, false},
-		{"a point ahead not yet due", Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1, FutureMs: end + 1}, recheck, true},
-		{"no recheck period", Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1}, 0, false},
+		{"read just now", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1}, recheck, true},
+		{"read one period ago", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - period}, recheck, false},
+		{"read just inside the period", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - period + 1}, recheck, true},
+		{"never read completely", pipeline.Mark{HwmMs: 1, LastActivityMs: 42}, recheck, false},
+		{"lastActivity moved", pipeline.Mark{HwmMs: 1, LastActivityMs: 41, CheckedMs: end - 1}, recheck, false},
+		{"a point ahead fell due", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1, FutureMs: end}, recheck, false},
+		{"a point ahead not yet due", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1, FutureMs: end + 1}, recheck, true},
+		{"no recheck period", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1}, 0, false},
 	}
 	for _, c := range cases {
-		got, skipped := Plan([]Variable{v, {ID: "other", LastActivityMs: 1}}, map[string]Mark{"v": c.mark}, PlanOptions{Lookback: time.Hour, Floor: 1, End: end, SkipIdle: true, IdleRecheck: c.recheck})
+		got, skipped := pipeline.Plan([]pipeline.Variable{v, {ID: "other", LastActivityMs: 1}}, map[string]pipeline.Mark{"v": c.mark}, pipeline.PlanOptions{Lookback: time.Hour, Floor: 1, End: end, SkipIdle: true, IdleRecheck: c.recheck})
 		if (skipped == 1) != c.skip || len(got)+skipped != 2 {
 			t.Errorf("%s: skipped %d, planned %d; want skip=%v", c.name, skipped, len(got), c.skip)
 		}
@@ -57,7 +61,7 @@ func TestRecheckPeriodsSpreadBetweenHalfAndAllOfIdleRecheck(t *testing.T) {
 	lo, hi := recheck, time.Duration(0)
 	buckets := make([]int, 10)
 	for i := range 10_000 {
-		p := RecheckPeriod(fmt.Sprintf("var%05d", i), recheck)
+		p := pipeline.RecheckPeriod(fmt.Sprintf("var%05d", i), recheck)
 		if p < recheck/2 || p > recheck {
 			t.Fatalf("period %s outside [%s, %s]", p, recheck/2, recheck)
 		}
@@ -71,38 +75,38 @@ func TestRecheckPeriodsSpreadBetweenHalfAndAllOfIdleRecheck(t *testing.T) {
 			t.Fatalf("tenth %d of the recheck range holds %d of 10 000 periods (all: %v)", i, n, buckets)
 		}
 	}
-	if RecheckPeriod("var00001", recheck) != RecheckPeriod("var00001", recheck) {
+	if pipeline.RecheckPeriod("var00001", recheck) != pipeline.RecheckPeriod("var00001", recheck) {
 		t.Fatal("a variable's period is not stable")
 	}
 }
 
 func TestEngineLeavesPointsAheadOfTheCycleForTheCycleAfterThem(t *testing.T) {
 	const start = int64(1_700_000_000_000)
-	src, targets := fixture(3, 20, start)
+	src, targets := pipelinetest.Fixture(3, 20, start)
 	end := targets[0].End
 	// v000 has a point 2 s after the cycle's end (a device clock ahead);
 	// v001 reported once, during the cycle, after its end.
-	src.points["v000"] = append(src.points["v000"], Point{TsMs: end + 2000, Value: 1, Context: []byte("{}")})
-	src.points["v001"] = append(src.points["v001"], Point{TsMs: end + 5, Value: 2, Context: []byte("{}")})
+	src.Add("v000", pipeline.Point{TsMs: end + 2000, Value: 1, Context: []byte("{}")})
+	src.Add("v001", pipeline.Point{TsMs: end + 5, Value: 2, Context: []byte("{}")})
 	for i := range targets {
 		targets[i].ReadFuture = true
 		targets[i].Variable.LastActivityMs = end + 5 // newest-ts reading: the point's own stamp
 	}
-	st := &memStore{marks: map[string]Mark{}}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
+	st := &pipelinetest.Store{}
+	w := &pipelinetest.Writer{}
 	res := runCycle(t, src, st, w, targets, 7)
 	if len(res.Failed) != 0 {
 		t.Fatalf("failed: %v", res.Failed)
 	}
 	for id, wantFuture := range map[string]int64{"v000": end + 2000, "v001": end + 5, "v002": 0} {
-		m := st.marks[id]
+		m := st.Marks()[id]
 		if m.FutureMs != wantFuture || m.CheckedMs != end || m.HwmMs > end {
 			t.Errorf("%s: mark %+v; want FutureMs %d, CheckedMs %d, hwm not past %d", id, m, wantFuture, end, end)
 		}
 		if m.LastActivityMs != 0 {
 			t.Errorf("%s: recorded lastActivity %d past the read's end %d", id, m.LastActivityMs, end)
 		}
-		for ts := range w.rows[id] {
+		for ts := range w.Rows(id) {
 			if ts > end {
 				t.Errorf("%s: loaded the point at %d, after the cycle's end %d", id, ts, end)
 			}
@@ -110,85 +114,91 @@ func TestEngineLeavesPointsAheadOfTheCycleForTheCycleAfterThem(t *testing.T) {
 	}
 	// The next cycles: not yet due, v000 is still skipped when idle; once
 	// its time has come, both are read and land.
-	vars := make([]Variable, len(targets))
+	vars := make([]pipeline.Variable, len(targets))
 	for i := range targets {
 		vars[i] = targets[i].Variable
 	}
 	marks, _ := st.Load(context.Background())
-	next, _ := Plan(vars, marks, PlanOptions{Lookback: time.Minute, Floor: 1, End: end + 2000, SkipIdle: true, IdleRecheck: time.Hour})
+	next, _ := pipeline.Plan(vars, marks, pipeline.PlanOptions{Lookback: time.Minute, Floor: 1, End: end + 2000, SkipIdle: true, IdleRecheck: time.Hour})
 	if len(next) != 3 {
 		t.Fatalf("planned %d of 3 once every point ahead fell due (lastActivity was never recorded as read)", len(next))
 	}
 	runCycle(t, src, st, w, next, 7)
-	checkLoaded(t, src, w, []string{"v000", "v001", "v002"})
+	pipelinetest.CheckLoaded(t, src, w, []string{"v000", "v001", "v002"})
 }
 
 func TestEngineNotesThePointsAheadHiddenByCutFrames(t *testing.T) {
 	const start = int64(1_700_000_000_000)
-	src, targets := fixture(2, 10, start)
+	src, targets := pipelinetest.Fixture(2, 10, start)
 	end := targets[0].End
 	// Far more points ahead than one frame holds, all on the millisecond
 	// after the end and later: halving must end in a closed read of the
 	// end's millisecond and a noted future.
 	for i := range 30 {
-		src.points["v000"] = append(src.points["v000"], Point{TsMs: end + 1 + int64(i), Value: 3, Context: []byte("{}")})
+		src.Add("v000", pipeline.Point{TsMs: end + 1 + int64(i), Value: 3, Context: []byte("{}")})
 	}
 	targets[0].ReadFuture, targets[1].ReadFuture = true, true
-	st := &memStore{marks: map[string]Mark{}}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
+	st := &pipelinetest.Store{}
+	w := &pipelinetest.Writer{}
 	if res := runCycle(t, src, st, w, targets, 4); len(res.Failed) != 0 {
 		t.Fatalf("failed: %v", res.Failed)
 	}
-	if m := st.marks["v000"]; m.FutureMs == 0 || m.FutureMs > end+1 || m.HwmMs > end {
+	if m := st.Marks()["v000"]; m.FutureMs == 0 || m.FutureMs > end+1 || m.HwmMs > end {
 		t.Fatalf("v000 mark %+v: want FutureMs in (0, %d], hwm not past %d", m, end+1, end)
 	}
-	if n := len(w.rows["v000"]); n != 10 {
+	if n := len(w.Rows("v000")); n != 10 {
 		t.Fatalf("v000: loaded %d points, want the 10 up to the end", n)
 	}
 }
 
 func TestEngineAcceptsAFullFrameOfOneMillisecond(t *testing.T) {
 	const ts = int64(1_700_000_000_000)
-	src, targets := fixture(1, 0, ts)
+	src, targets := pipelinetest.Fixture(1, 0, ts)
 	// Five rows on one timestamp and a limit of 5, then of 1: the
 	// millisecond cannot be split, and the table keeps one row anyway.
 	for i := range 5 {
-		src.points["v000"] = append(src.points["v000"], Point{TsMs: ts, Value: float64(i), Context: []byte("{}")})
+		src.Add("v000", pipeline.Point{TsMs: ts, Value: float64(i), Context: []byte("{}")})
 	}
-	src.points["v000"] = append(src.points["v000"], Point{TsMs: ts + 1, Value: 9, Context: []byte("{}")})
+	src.Add("v000", pipeline.Point{TsMs: ts + 1, Value: 9, Context: []byte("{}")})
 	for _, limit := range []int{5, 1} {
 		targets[0].Start, targets[0].End = ts, ts+1
-		st := &memStore{marks: map[string]Mark{}}
-		w := &memWriter{rows: map[string]map[int64]Row{}}
+		st := &pipelinetest.Store{}
+		w := &pipelinetest.Writer{}
 		res := runCycle(t, src, st, w, targets, limit)
-		if len(res.Failed) != 0 || len(w.rows["v000"]) != 2 || st.marks["v000"].HwmMs != ts+1 {
-			t.Fatalf("limit %d: failed %v, loaded %d timestamps, mark %+v; want both timestamps and the mark at %d", limit, res.Failed, len(w.rows["v000"]), st.marks["v000"], ts+1)
+		if len(res.Failed) != 0 || len(w.Rows("v000")) != 2 || st.Marks()["v000"].HwmMs != ts+1 {
+			t.Fatalf("limit %d: failed %v, loaded %d timestamps, mark %+v; want both timestamps and the mark at %d", limit, res.Failed, len(w.Rows("v000")), st.Marks()["v000"], ts+1)
 		}
 	}
 }
 
 func TestEngineWithOneRowPerRequestIsExact(t *testing.T) {
-	src, targets := fixture(4, 25, 1_700_000_000_000)
+	src, targets := pipelinetest.Fixture(4, 25, 1_700_000_000_000)
 	for i := range targets {
 		targets[i].ReadFuture = true
 	}
-	st := &memStore{marks: map[string]Mark{}}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
+	st := &pipelinetest.Store{}
+	w := &pipelinetest.Writer{}
 	if res := runCycle(t, src, st, w, targets, 1); len(res.Failed) != 0 {
 		t.Fatalf("failed: %v", res.Failed)
 	}
-	checkLoaded(t, src, w, []string{"v000", "v001", "v002", "v003"})
+	pipelinetest.CheckLoaded(t, src, w, []string{"v000", "v001", "v002", "v003"})
 }
 
-// faultySource answers a request naming a bad variable as a source does
-// when it can tie the failure to it (decodeErr) or only say that a
-// variable may have caused it (scopedErr).
-type faultySource struct {
-	*memSource
-	bad      map[string]bool
-	tie      bool
-	sawBad   int
-	requests int
+// failOn makes src answer a request naming one of bad as a source does
+// when it can tie the failure to the variable (decodeErr, tie) or only say
+// that a variable may have caused it (scopedErr).
+func failOn(src *pipelinetest.Source, tie bool, bad ...string) {
+	src.OnSeries = func(req pipeline.SeriesRequest, sink pipeline.FrameSink, serve func(pipeline.FrameSink) error) error {
+		for i, id := range req.VariableIDs {
+			if slices.Contains(bad, id) {
+				if tie {
+					return decodeErr{i}
+				}
+				return scopedErr{}
+			}
+		}
+		return serve(sink)
+	}
 }
 
 type decodeErr struct{ i int }
@@ -201,33 +211,15 @@ type scopedErr struct{}
 func (scopedErr) Error() string        { return "400 Bad Request: invalid data" }
 func (scopedErr) VariableScoped() bool { return true }
 
-func (s *faultySource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
-	s.mu.Lock()
-	s.requests++
-	s.mu.Unlock()
-	for i, id := range req.VariableIDs {
-		if s.bad[id] {
-			s.mu.Lock()
-			s.sawBad++
-			s.mu.Unlock()
-			if s.tie {
-				return decodeErr{i}
-			}
-			return scopedErr{}
-		}
-	}
-	return s.memSource.Series(ctx, req, sink)
-}
-
 func TestEngineConfinesAFailureToTheVariableThatCausedIt(t *testing.T) {
 	for _, tie := range []bool{true, false} {
 		t.Run(fmt.Sprintf("tied=%v", tie), func(t *testing.T) {
-			mem, targets := fixture(50, 5, 1_700_000_000_000)
-			mem.points["v000"] = append(mem.points["v000"], Point{TsMs: 1_700_000_000_500, Value: math.NaN(), Context: []byte("{}")})
-			mem.points["v001"] = append(mem.points["v001"], Point{TsMs: 1_700_000_000_500, Value: math.Inf(-1), Context: []byte("{}")})
-			src := &faultySource{memSource: mem, bad: map[string]bool{"v037": true}, tie: tie}
-			st := &memStore{marks: map[string]Mark{}}
-			w := &memWriter{rows: map[string]map[int64]Row{}}
+			src, targets := pipelinetest.Fixture(50, 5, 1_700_000_000_000)
+			src.Add("v000", pipeline.Point{TsMs: 1_700_000_000_500, Value: math.NaN(), Context: []byte("{}")})
+			src.Add("v001", pipeline.Point{TsMs: 1_700_000_000_500, Value: math.Inf(-1), Context: []byte("{}")})
+			failOn(src, tie, "v037")
+			st := &pipelinetest.Store{}
+			w := &pipelinetest.Writer{}
 			res := runCycle(t, src, st, w, targets, 1000)
 			if len(res.Failed) != 1 || res.Failed[0].Variable.ID != "v037" {
 				t.Fatalf("failed %v; want v037 alone", res.Failed)
@@ -235,8 +227,8 @@ func TestEngineConfinesAFailureToTheVariableThatCausedIt(t *testing.T) {
 			if msg := res.Failed[0].Err.Error(); !strings.Contains(msg, "invalid data") && !strings.Contains(msg, "n/a") {
 				t.Fatalf("v037 failed with %q, not the source's error", msg)
 			}
-			if len(st.marks) != 49 {
-				t.Fatalf("%d marks moved, want the 49 good variables'", len(st.marks))
+			if len(st.Marks()) != 49 {
+				t.Fatalf("%d marks moved, want the 49 good variables'", len(st.Marks()))
 			}
 			var good []string
 			for _, tg := range targets {
@@ -244,48 +236,39 @@ func TestEngineConfinesAFailureToTheVariableThatCausedIt(t *testing.T) {
 					good = append(good, tg.Variable.ID)
 				}
 			}
-			checkLoaded(t, src.memSource, w, good)
-			if !math.IsNaN(w.rows["v000"][1_700_000_000_500].Value) || !math.IsInf(w.rows["v001"][1_700_000_000_500].Value, -1) {
-				t.Fatalf("non-finite values did not land: %v %v", w.rows["v000"][1_700_000_000_500], w.rows["v001"][1_700_000_000_500])
+			pipelinetest.CheckLoaded(t, src, w, good)
+			if !math.IsNaN(w.Rows("v000")[1_700_000_000_500].Value) || !math.IsInf(w.Rows("v001")[1_700_000_000_500].Value, -1) {
+				t.Fatalf("non-finite values did not land: %v %v", w.Rows("v000")[1_700_000_000_500], w.Rows("v001")[1_700_000_000_500])
 			}
 			// Tied to its variable, the failure costs one more request; only
 			// scoped, a bisection of 50 costs about 2·log2(50).
-			if maxReq := map[bool]int{true: 2, false: 14}[tie]; src.requests > maxReq {
-				t.Fatalf("%d requests to confine the failure, want at most %d", src.requests, maxReq)
+			if maxReq := map[bool]int{true: 2, false: 14}[tie]; src.Requests() > maxReq {
+				t.Fatalf("%d requests to confine the failure, want at most %d", src.Requests(), maxReq)
 			}
 		})
 	}
 }
 
 func TestEngineFailsARequestWideErrorWithoutSplitting(t *testing.T) {
-	mem, targets := fixture(8, 3, 1_700_000_000_000)
-	src := &wholeFailSource{memSource: mem, err: errors.New("401 Unauthorized")}
-	st := &memStore{marks: map[string]Mark{}}
-	res := runCycle(t, src, st, &memWriter{rows: map[string]map[int64]Row{}}, targets, 100)
-	if len(res.Failed) != 8 || src.calls != 1 {
-		t.Fatalf("failed %d, calls %d; an account-wide failure must fail the request once, not be bisected", len(res.Failed), src.calls)
+	src, targets := pipelinetest.Fixture(8, 3, 1_700_000_000_000)
+	src.OnSeries = func(pipeline.SeriesRequest, pipeline.FrameSink, func(pipeline.FrameSink) error) error {
+		return errors.New("401 Unauthorized")
+	}
+	st := &pipelinetest.Store{}
+	res := runCycle(t, src, st, &pipelinetest.Writer{}, targets, 100)
+	if len(res.Failed) != 8 || src.Requests() != 1 {
+		t.Fatalf("failed %d, calls %d; an account-wide failure must fail the request once, not be bisected", len(res.Failed), src.Requests())
 	}
 }
 
-type wholeFailSource struct {
-	*memSource
-	err   error
-	calls int
-}
-
-func (s *wholeFailSource) Series(context.Context, SeriesRequest, FrameSink) error {
-	s.calls++
-	return s.err
-}
-
 func TestIncrementalMarkNeverRecordsALastActivityPastTheReadsEnd(t *testing.T) {
-	tg := Target{Variable: Variable{ID: "v", LastActivityMs: 2000}, End: 1500, Mark: Mark{LastActivityMs: 900, HwmMs: 100}, HasMark: true}
-	m, _ := IncrementalMark(tg, Outcome{MaxTs: 1400})
+	tg := pipeline.Target{Variable: pipeline.Variable{ID: "v", LastActivityMs: 2000}, End: 1500, Mark: pipeline.Mark{LastActivityMs: 900, HwmMs: 100}, HasMark: true}
+	m, _ := pipeline.IncrementalMark(tg, pipeline.Outcome{MaxTs: 1400})
 	if m.LastActivityMs != 900 || m.CheckedMs != 1500 || m.HwmMs != 1400 {
 		t.Fatalf("mark %+v; want the old lastActivity 900 kept, checked at 1500, hwm 1400", m)
 	}
 	tg.Variable.LastActivityMs = 1500
-	if m, _ = IncrementalMark(tg, Outcome{MaxTs: 1400, FutureMs: 1600}); m.LastActivityMs != 1500 || m.FutureMs != 1600 {
+	if m, _ = pipeline.IncrementalMark(tg, pipeline.Outcome{MaxTs: 1400, FutureMs: 1600}); m.LastActivityMs != 1500 || m.FutureMs != 1600 {
 		t.Fatalf("mark %+v; want lastActivity 1500 and FutureMs 1600 recorded", m)
 	}
 }

@@ -1,36 +1,45 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 )
 
-// failingWalkSource is a lagVarsSource whose walk can be made to fail
-// before it hands anything (the service down, a 503 on the first page).
-type failingWalkSource struct {
-	lagVarsSource
-	fail *bool
-}
-
-func (s failingWalkSource) Walk(ctx context.Context, sc Scope, sink WalkSink) error {
-	if *s.fail {
-		return errors.New("list devices: 503 Service Unavailable")
-	}
-	return s.lagVarsSource.Walk(ctx, sc, sink)
-}
-
-func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
+// metric returns the one metric of family name that reg gathers, with
+// label stage=stage when stage is not empty.
+func metric(t *testing.T, reg *prometheus.Registry, name, stage string) *dto.Metric {
 	t.Helper()
-	var m dto.Metric
-	if err := g.Write(&m); err != nil {
+	families, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return m.GetGauge().GetValue()
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if stage == "" || slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == "stage" && l.GetValue() == stage }) {
+				return m
+			}
+		}
+	}
+	t.Fatalf("no metric %s (stage %q) gathered", name, stage)
+	return nil
+}
+
+// gaugeValue is the value of the gauge name that reg gathers.
+func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	return metric(t, reg, name, "").GetGauge().GetValue()
 }
 
 // A cycle whose walk fails measured no lag, or only part of it: it must
@@ -41,20 +50,26 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 // cycle.
 func TestAFailedWalkLeavesTheLagGaugesAsTheyWere(t *testing.T) {
 	now := time.UnixMilli(1_750_000_000_000)
-	mem, _ := fixture(4, 20, now.UnixMilli()-20*60_000)
-	la := map[string]int64{}
-	var ids []string
-	for id, pts := range mem.points {
-		ids = append(ids, id)
-		la[id] = pts[len(pts)-1].TsMs
-	}
+	src, _ := pipelinetest.Fixture(4, 20, now.UnixMilli()-20*60_000)
+	ids := listActivity(src)
+	// The walk can be made to fail before it hands anything (the service
+	// down, a 503 on the first page).
 	fail := false
-	src := failingWalkSource{lagVarsSource{mem, la}, &fail}
-	st := &memStore{marks: map[string]Mark{}}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
-	m, _ := NewMetrics(nil)
-	s := NewSyncer(src, w, Stages{}, st, SyncOptions{
-		Engine: EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour,
+	src.OnWalk = func(sink pipeline.WalkSink, walk func(pipeline.WalkSink) error) error {
+		if fail {
+			return errors.New("list devices: 503 Service Unavailable")
+		}
+		return walk(sink)
+	}
+	st := &pipelinetest.Store{}
+	w := &pipelinetest.Writer{}
+	reg := prometheus.NewRegistry()
+	m, err := pipeline.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := pipeline.NewSyncer(src, w, pipeline.Stages{}, st, pipeline.SyncOptions{
+		Engine: pipeline.EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour,
 		Lookback: time.Hour, LagThreshold: time.Minute,
 		Now: func() time.Time { return now },
 	}, nil, m)
@@ -64,12 +79,12 @@ func TestAFailedWalkLeavesTheLagGaugesAsTheyWere(t *testing.T) {
 	// A point is known to be missing (lastActivity past what the service
 	// serves): the next cycle reports it lagging.
 	now = now.Add(30 * time.Minute)
-	la[ids[0]] = now.UnixMilli() + 10*60_000
+	setLastActivity(src, ids[0], now.UnixMilli()+10*60_000)
 	sum, err := s.Cycle(context.Background())
 	if err != nil || sum.Lagging != 1 {
 		t.Fatalf("second cycle: %v, %d lagging; want 1", err, sum.Lagging)
 	}
-	lagging, lagMax := gaugeValue(t, m.lagging), gaugeValue(t, m.lagMax)
+	lagging, lagMax := gaugeValue(t, reg, "fleetsync_variables_lagging"), gaugeValue(t, reg, "fleetsync_sync_lag_max_seconds")
 	if lagging != 1 || lagMax <= 0 {
 		t.Fatalf("after the second cycle: lagging %v, lag max %v", lagging, lagMax)
 	}
@@ -79,7 +94,7 @@ func TestAFailedWalkLeavesTheLagGaugesAsTheyWere(t *testing.T) {
 	if _, err := s.Cycle(context.Background()); err == nil {
 		t.Fatal("a failed walk passed")
 	}
-	if got, gotMax := gaugeValue(t, m.lagging), gaugeValue(t, m.lagMax); got == 0 || gotMax == 0 {
+	if got, gotMax := gaugeValue(t, reg, "fleetsync_variables_lagging"), gaugeValue(t, reg, "fleetsync_sync_lag_max_seconds"); got == 0 || gotMax == 0 {
 		t.Fatalf("after a cycle whose walk failed before listing anything: fleetsync_variables_lagging %v, fleetsync_sync_lag_max_seconds %v (were %v, %v); a failed walk must not report that nothing lags", got, gotMax, lagging, lagMax)
 	}
 }

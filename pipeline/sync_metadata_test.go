@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
 
 // partialMetadata is a metadata stage whose walk is stored but whose
@@ -17,20 +20,20 @@ type partialMetadata struct {
 	err      error
 }
 
-func (m *partialMetadata) BeginSnapshot(context.Context, bool, time.Time) (SnapshotRun, error) {
+func (m *partialMetadata) BeginSnapshot(context.Context, bool, time.Time) (pipeline.SnapshotRun, error) {
 	return m, nil
 }
 
-func (m *partialMetadata) Devices(context.Context, []Device) error { return nil }
+func (m *partialMetadata) Devices(context.Context, []pipeline.Device) error { return nil }
 
-func (m *partialMetadata) Variables(_ context.Context, vars []Variable) error {
+func (m *partialMetadata) Variables(_ context.Context, vars []pipeline.Variable) error {
 	m.vars += len(vars)
 	return nil
 }
 
 func (m *partialMetadata) Finish(context.Context) error {
 	m.finished = true
-	return &MetadataError{Errs: []error{m.err}}
+	return &pipeline.MetadataError{Errs: []error{m.err}}
 }
 
 // failingEvents is an event-log stage that fails.
@@ -43,22 +46,22 @@ func (e failingEvents) Sync(context.Context) error { return e.err }
 // *MetadataError at its end.
 func TestCycleSyncsThePointsAndThenReportsAMetadataFailure(t *testing.T) {
 	now := time.UnixMilli(1_700_000_000_000)
-	mem, _ := fixture(6, 1, now.UnixMilli()-10_000)
-	w := &memWriter{rows: map[string]map[int64]Row{}}
+	src, _ := pipelinetest.Fixture(6, 1, now.UnixMilli()-10_000)
+	w := &pipelinetest.Writer{}
 	groups, events := errors.New("list device groups: HTTP 500"), errors.New("event ~overheat: HTTP 404")
 	meta := &partialMetadata{err: groups}
-	s := NewSyncer(listingSource{mem}, w, Stages{Metadata: meta, Events: failingEvents{events}}, &memStore{marks: map[string]Mark{}},
-		SyncOptions{Engine: EngineOptions{RetryWait: time.Millisecond}, Retention: time.Hour, Now: func() time.Time { return now }}, nil, nil)
+	s := pipeline.NewSyncer(src, w, pipeline.Stages{Metadata: meta, Events: failingEvents{events}}, &pipelinetest.Store{},
+		pipeline.SyncOptions{Engine: pipeline.EngineOptions{RetryWait: time.Millisecond}, Retention: time.Hour, Now: func() time.Time { return now }}, nil, nil)
 	sum, err := s.Cycle(context.Background())
-	var me *MetadataError
+	var me *pipeline.MetadataError
 	if !errors.As(err, &me) {
 		t.Fatalf("Cycle error %v, want a *MetadataError", err)
 	}
 	if !slices.Equal(me.Errs, []error{groups, events}) {
 		t.Fatalf("the *MetadataError holds %v, want the metadata's failure, then the event logs'", me.Errs)
 	}
-	if len(w.rows) != 6 || sum.Completed != 6 {
-		t.Fatalf("loaded %d variables (%d completed), want all 6 despite the metadata failure", len(w.rows), sum.Completed)
+	if len(w.IDs()) != 6 || sum.Completed != 6 {
+		t.Fatalf("loaded %d variables (%d completed), want all 6 despite the metadata failure", len(w.IDs()), sum.Completed)
 	}
 	if meta.vars != 6 || !meta.finished {
 		t.Fatalf("the metadata stage was handed %d variables (finished: %v), want all 6, then finished", meta.vars, meta.finished)

@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
 
 // watermarks records what a Syncer publishes.
@@ -24,28 +27,6 @@ func (w *watermarks) PublishWatermark(_ context.Context, scope string, ms int64)
 	return nil
 }
 
-// lateDuringRead writes the points queued in late right after the first
-// raw-series request of a cycle has been served.
-type lateDuringRead struct {
-	lagVarsSource
-	mu   sync.Mutex
-	late map[string][]Point
-}
-
-func (s *lateDuringRead) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
-	err := s.memSource.Series(ctx, req, sink)
-	s.mu.Lock()
-	late := s.late
-	s.late = nil
-	s.mu.Unlock()
-	s.memSource.mu.Lock()
-	for id, pts := range late {
-		s.points[id] = append(s.points[id], pts...)
-	}
-	s.memSource.mu.Unlock()
-	return err
-}
-
 // TestTheSettledWatermarkNeverPassesAPointThatLaterLands: live variables,
 // late points written between cycles and while a cycle reads, all within
 // the lookback of the mark in force; a variable without points. After
@@ -59,27 +40,41 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 	L := lookback.Milliseconds()
 	t0 := int64(1_750_000_000_000)
 	now := t0
-	mem := &memSource{points: map[string][]Point{}, failOnce: map[string]error{}, rng: rand.New(rand.NewPCG(3, 3))}
-	src := &lateDuringRead{lagVarsSource: lagVarsSource{mem, map[string]int64{}}}
+	// The source writes the points queued in late right after the first
+	// raw-series request of a cycle has been served.
+	src := &pipelinetest.Source{}
+	var mu sync.Mutex
+	var late map[string][]pipeline.Point
+	src.OnSeries = func(req pipeline.SeriesRequest, sink pipeline.FrameSink, serve func(pipeline.FrameSink) error) error {
+		err := serve(sink)
+		mu.Lock()
+		queued := late
+		late = nil
+		mu.Unlock()
+		for id, pts := range queued {
+			src.Add(id, pts...)
+		}
+		return err
+	}
 	ids := []string{"a", "b", "c", "empty"}
-	mem.points["empty"] = nil
+	src.Add("empty")
 	r := rand.New(rand.NewPCG(5, 5))
 	write := func(id string, ts int64) {
-		mem.points[id] = append(mem.points[id], Point{TsMs: ts, Value: float64(ts % 97), Context: []byte("{}")})
-		src.la[id] = now // moved by every write
+		src.Add(id, pipeline.Point{TsMs: ts, Value: float64(ts % 97), Context: []byte("{}")})
+		setLastActivity(src, id, now) // moved by every write
 	}
 	for _, id := range ids[:3] {
 		for ts := t0 - 3*60*minute; ts < t0; ts += 7 * minute {
 			write(id, ts)
 		}
 	}
-	st := &memStore{marks: map[string]Mark{}}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
+	st := &pipelinetest.Store{}
+	w := &pipelinetest.Writer{}
 	wm := &watermarks{}
-	s := NewSyncer(src, w, Stages{Watermark: wm}, st, SyncOptions{
-		// One fetcher: the late writes of lateDuringRead and memSource's
-		// reads of its points must not run at once.
-		Engine: EngineOptions{RetryWait: time.Millisecond, VariablesPerRequest: 50, MaxInFlight: 1}, Retention: 30 * 24 * time.Hour,
+	s := pipeline.NewSyncer(src, w, pipeline.Stages{Watermark: wm}, st, pipeline.SyncOptions{
+		// One fetcher: the points queued in late land between two
+		// requests of the cycle.
+		Engine: pipeline.EngineOptions{RetryWait: time.Millisecond, VariablesPerRequest: 50, MaxInFlight: 1}, Retention: 30 * 24 * time.Hour,
 		Lookback: lookback, SkipIdle: true, IdleRecheck: recheck,
 		Now: func() time.Time { return time.UnixMilli(now) },
 	}, nil, nil)
@@ -92,11 +87,13 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 	cycle := func() {
 		t.Helper()
 		before := map[string]int{}
-		for id, rows := range w.rows {
+		for _, id := range w.IDs() {
+			rows := w.Rows(id)
 			before[id] = len(rows)
 		}
 		old := map[string]map[int64]bool{}
-		for id, rows := range w.rows {
+		for _, id := range w.IDs() {
+			rows := w.Rows(id)
 			old[id] = map[int64]bool{}
 			for ts := range rows {
 				old[id][ts] = true
@@ -105,7 +102,8 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 		if _, err := s.Cycle(context.Background()); err != nil {
 			t.Fatalf("cycle at %d: %v", now, err)
 		}
-		for id, rows := range w.rows {
+		for _, id := range w.IDs() {
+			rows := w.Rows(id)
 			for ts := range rows {
 				if old[id][ts] {
 					continue
@@ -124,7 +122,7 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 			t.Fatalf("the watermark moved back from %d to %d", published[n-1].ms-t0, last-t0)
 		}
 		holder := map[string]bool{}
-		for id, m := range st.marks {
+		for id, m := range st.Marks() {
 			holder[id] = m.HwmMs > 0
 		}
 		published = append(published, pub{last, holder})
@@ -135,7 +133,7 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 		cycle()
 		now += 5 * minute
 		for _, id := range ids[:3] {
-			m, ok := st.marks[id]
+			m, ok := st.Marks()[id]
 			if r.IntN(3) > 0 {
 				write(id, now-r.Int64N(5*minute))
 			}
@@ -144,12 +142,12 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 			}
 			if ok && r.IntN(3) == 0 {
 				// late, written right after the cycle's first read
-				src.mu.Lock()
-				if src.late == nil {
-					src.late = map[string][]Point{}
+				mu.Lock()
+				if late == nil {
+					late = map[string][]pipeline.Point{}
 				}
-				src.late[id] = append(src.late[id], Point{TsMs: m.HwmMs - L + r.Int64N(L), Value: 1, Context: []byte("{}")})
-				src.mu.Unlock()
+				late[id] = append(late[id], pipeline.Point{TsMs: m.HwmMs - L + r.Int64N(L), Value: 1, Context: []byte("{}")})
+				mu.Unlock()
 			}
 		}
 	}
@@ -163,11 +161,11 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 	cycle()
 	least := int64(-1)
 	for _, id := range ids[:3] {
-		if m := st.marks[id]; least < 0 || m.HwmMs < least {
+		if m := st.Marks()[id]; least < 0 || m.HwmMs < least {
 			least = m.HwmMs
 		}
-		if len(w.rows[id]) != len(distinctTs(mem.points[id])) {
-			t.Errorf("%s: %d of %d points landed", id, len(w.rows[id]), len(distinctTs(mem.points[id])))
+		if len(w.Rows(id)) != len(distinctTs(src.Points(id))) {
+			t.Errorf("%s: %d of %d points landed", id, len(w.Rows(id)), len(distinctTs(src.Points(id))))
 		}
 	}
 	if got := published[len(published)-1].ms; got != least-L {
@@ -175,7 +173,7 @@ func TestTheSettledWatermarkNeverPassesAPointThatLaterLands(t *testing.T) {
 	}
 }
 
-func distinctTs(pts []Point) map[int64]bool {
+func distinctTs(pts []pipeline.Point) map[int64]bool {
 	m := map[int64]bool{}
 	for _, p := range pts {
 		m[p.TsMs] = true

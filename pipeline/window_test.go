@@ -1,37 +1,31 @@
-package pipeline
+package pipeline_test
 
 import (
-	"context"
 	"fmt"
-	"math/rand/v2"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
 
-// servedRecorder records, per variable, the oldest row the source served.
-type servedRecorder struct {
-	*memSource
-	mu     sync.Mutex
-	oldest map[string]int64
-}
-
-func (s *servedRecorder) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
-	return s.memSource.Series(ctx, req, &recordingSink{FrameSink: sink, s: s, ids: req.VariableIDs})
-}
-
+// recordingSink notes, per variable, the oldest row served through it.
 type recordingSink struct {
-	FrameSink
-	s   *servedRecorder
-	ids []string
+	pipeline.FrameSink
+	mu     *sync.Mutex
+	oldest map[string]int64
+	ids    []string
 }
 
-func (r *recordingSink) Point(i int, p Point) error {
-	r.s.mu.Lock()
-	if o, ok := r.s.oldest[r.ids[i]]; !ok || p.TsMs < o {
-		r.s.oldest[r.ids[i]] = p.TsMs
+func (r *recordingSink) Point(i int, p pipeline.Point) error {
+	r.mu.Lock()
+	if o, ok := r.oldest[r.ids[i]]; !ok || p.TsMs < o {
+		r.oldest[r.ids[i]] = p.TsMs
 	}
-	r.s.mu.Unlock()
+	r.mu.Unlock()
 	return r.FrameSink.Point(i, p)
 }
 
@@ -47,32 +41,40 @@ func TestAVariableWithoutPointsDoesNotWidenItsNeighboursWindows(t *testing.T) {
 		now  = int64(1_700_000_000_000)
 	)
 	floor := now - 30*24*hour
-	src := &servedRecorder{memSource: &memSource{points: map[string][]Point{}, failOnce: map[string]error{}, rng: rand.New(rand.NewPCG(1, 2))}, oldest: map[string]int64{}}
-	vars := []Variable{{ID: "empty", DeviceID: "d"}}
-	marks := map[string]Mark{}
+	// The source records, per variable, the oldest row it served.
+	src := &pipelinetest.Source{}
+	var mu sync.Mutex
+	oldest := map[string]int64{}
+	src.OnSeries = func(req pipeline.SeriesRequest, sink pipeline.FrameSink, serve func(pipeline.FrameSink) error) error {
+		return serve(&recordingSink{FrameSink: sink, mu: &mu, oldest: oldest, ids: req.VariableIDs})
+	}
+	vars := []pipeline.Variable{{ID: "empty", DeviceID: "d"}}
+	marks := map[string]pipeline.Mark{}
 	for i := range 49 {
 		id := fmt.Sprintf("active%02d", i)
-		vars = append(vars, Variable{ID: id, DeviceID: "d", LastActivityMs: now})
+		vars = append(vars, pipeline.Variable{ID: id, DeviceID: "d", LastActivityMs: now})
+		var pts []pipeline.Point
 		for ts := floor + int64(i); ts < now; ts += 10 * 60_000 {
-			src.points[id] = append(src.points[id], Point{TsMs: ts, Value: 1, Context: []byte("{}")})
+			pts = append(pts, pipeline.Point{TsMs: ts, Value: 1, Context: []byte("{}")})
 		}
-		hwm := src.points[id][len(src.points[id])-1].TsMs
-		marks[id] = Mark{VariableID: id, HwmMs: hwm, RereadMs: hwm - hour, CheckedMs: now - 5*60_000}
+		src.Add(id, pts...)
+		hwm := lastTs(src.Points(id))
+		marks[id] = pipeline.Mark{VariableID: id, HwmMs: hwm, RereadMs: hwm - hour, CheckedMs: now - 5*60_000}
 	}
-	targets, _ := Plan(vars, marks, PlanOptions{Lookback: time.Hour, Floor: floor, End: now})
-	st := &memStore{marks: marks}
-	w := &memWriter{rows: map[string]map[int64]Row{}}
+	targets, _ := pipeline.Plan(vars, marks, pipeline.PlanOptions{Lookback: time.Hour, Floor: floor, End: now})
+	st := pipelinetest.NewStore(slices.Collect(maps.Values(marks))...)
+	w := &pipelinetest.Writer{}
 	if res := runCycle(t, src, st, w, targets, 10_000); len(res.Failed) > 0 {
 		t.Fatalf("failed: %v", res.Failed)
 	}
 	served := 0
-	for id, oldest := range src.oldest {
+	for id, oldest := range oldest {
 		m := marks[id]
 		own := m.HwmMs - hour
 		if oldest <= own-(now-own)/8 {
 			t.Errorf("%s was served a row at %d h before now, its own window starts %d h before now", id, (now-oldest)/hour, (now-own)/hour)
 		}
-		for _, p := range src.points[id] {
+		for _, p := range src.Points(id) {
 			if p.TsMs >= oldest {
 				served++
 			}

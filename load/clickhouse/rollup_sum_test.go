@@ -9,6 +9,7 @@ import (
 	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
 
 // adversarialHour is issue 35's hour of 40,002 points of one variable, in
@@ -35,28 +36,20 @@ func adversarialHour() []pipeline.Row {
 
 const adversarialSum = 5_080_000
 
-// rowsSource serves rows, all of variable "v", in the order given, as one
-// frame per request.
-type rowsSource struct{ rows []pipeline.Row }
-
-func (s rowsSource) Walk(context.Context, pipeline.Scope, pipeline.WalkSink) error { return nil }
-
-func (s rowsSource) Series(_ context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
-	for i := range req.VariableIDs {
-		n := 0
-		for _, r := range s.rows {
-			if r.TsMs >= req.Start && r.TsMs <= req.End {
-				if err := sink.Point(i, pipeline.Point{TsMs: r.TsMs, Value: r.Value, Context: []byte(r.Context)}); err != nil {
-					return err
-				}
-				n++
-			}
-		}
-		if err := sink.EndFrame(i, n); err != nil {
-			return err
-		}
+// hourSource serves rows, all of variable "v", as the points of one
+// frame a request: newest first when newestFirst (as the service does),
+// oldest first otherwise.
+func hourSource(rows []pipeline.Row, newestFirst bool) *pipelinetest.Source {
+	src := &pipelinetest.Source{Cut: pipelinetest.CutNewestAsc}
+	if newestFirst {
+		src.Cut = pipelinetest.CutNewestDesc
 	}
-	return nil
+	pts := make([]pipeline.Point, len(rows))
+	for i, r := range rows {
+		pts[i] = pipeline.Point{TsMs: r.TsMs, Value: r.Value, Context: []byte(r.Context)}
+	}
+	src.Add("v", pts...)
+	return src
 }
 
 // TestTheAdversarialHourIsExactWhicheverPathWritesItsRow loads issue 35's
@@ -79,7 +72,7 @@ func TestTheAdversarialHourIsExactWhicheverPathWritesItsRow(t *testing.T) {
 		}{
 			{"cycle", func(t *testing.T, c *clickhouse.Client) {
 				target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + hour - 1, From: base}}
-				res := pipeline.NewEngine(rowsSource{rows}, c.Points(), nil, pipeline.EngineOptions{RowsPerRequest: 100_000, Links: []pipeline.Link{analyst.Link(c.AnalystTables())}}, nil, nil, nil).
+				res := pipeline.NewEngine(hourSource(rows, order == "newest first"), c.Points(), nil, pipeline.EngineOptions{RowsPerRequest: 100_000, Links: []pipeline.Link{analyst.Link(c.AnalystTables())}}, nil, nil, nil).
 					Run(context.Background(), target)
 				if len(res.Failed) > 0 || res.CommitErr != nil || res.Points != int64(len(rows)) {
 					t.Fatalf("cycle: %d points, failed %v, commit %v", res.Points, res.Failed, res.CommitErr)

@@ -9,34 +9,8 @@ import (
 	"github.com/fleetsync/fleetsync/load/clickhouse"
 	"github.com/fleetsync/fleetsync/load/clickhouse/rolluptest"
 	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
-
-// pointSource serves the same points of one variable, each with value,
-// in one frame per requested variable.
-type pointSource struct {
-	ts    []int64
-	value float64
-}
-
-func (s pointSource) Walk(context.Context, pipeline.Scope, pipeline.WalkSink) error { return nil }
-
-func (s pointSource) Series(_ context.Context, req pipeline.SeriesRequest, sink pipeline.FrameSink) error {
-	for i := range req.VariableIDs {
-		n := 0
-		for _, ts := range s.ts {
-			if ts >= req.Start && ts <= req.End {
-				if err := sink.Point(i, pipeline.Point{TsMs: ts, Value: s.value, Context: []byte("{}")}); err != nil {
-					return err
-				}
-				n++
-			}
-		}
-		if err := sink.EndFrame(i, n); err != nil {
-			return err
-		}
-	}
-	return nil
-}
 
 // rollupAfter runs first, once, before handing the ranges to the real
 // Rollup: what another writer does between this pass's load and its hook.
@@ -79,7 +53,11 @@ func writersAfterAnother(t *testing.T, same bool) {
 	target := []pipeline.Target{{Variable: pipeline.Variable{ID: "v", DeviceID: "d"}, Start: base, End: base + 2*hour, From: base}}
 	run := func(value float64, w *clickhouse.Client, r analyst.Tables) {
 		t.Helper()
-		res := pipeline.NewEngine(pointSource{ts: ts, value: value}, w.Points(), nil, pipeline.EngineOptions{Links: []pipeline.Link{analyst.Link(r)}}, nil, nil, nil).Run(ctx, target)
+		src := &pipelinetest.Source{}
+		for _, at := range ts {
+			src.Add("v", pipeline.Point{TsMs: at, Value: value, Context: []byte("{}")})
+		}
+		res := pipeline.NewEngine(src, w.Points(), nil, pipeline.EngineOptions{Links: []pipeline.Link{analyst.Link(r)}}, nil, nil, nil).Run(ctx, target)
 		if len(res.Failed) > 0 || res.CommitErr != nil || res.Points != int64(len(ts)) {
 			t.Fatalf("pass with value %v: %d points, failed %v, commit %v", value, res.Points, res.Failed, res.CommitErr)
 		}
