@@ -50,10 +50,11 @@ func TestTheBinaryDoesNotLinkTesting(t *testing.T) {
 }
 
 // notInTheBinary are the test doubles the product binary must not link:
-// the simulator and the ClickHouse launcher (and all below them). The demo
+// the simulator, the ClickHouse launcher (and all below them) and the
+// engine's test kit. The demo
 // that needs both is its own command, cmd/fleetsync-demo; tests may still
 // use them, since go list -deps without -test sees only the binary.
-var notInTheBinary = []string{"extract/fleetsim/...", "load/clickhouse/chserver/..."}
+var notInTheBinary = []string{"extract/fleetsim/...", "load/clickhouse/chserver/...", "pipeline/pipelinetest"}
 
 // doublesIn returns, one line each, the packages of deps (import paths as
 // go list prints them) that notInTheBinary forbids.
@@ -75,7 +76,7 @@ func TestTheBinaryDoesNotLinkTheSimulatorNorTheClickHouseLauncher(t *testing.T) 
 		t.Error(v)
 	}
 	// The check can fail: it catches each forbidden package and a package below it.
-	for _, d := range []string{"extract/fleetsim", "extract/fleetsim/model", "load/clickhouse/chserver", "load/clickhouse/chserver/chtest"} {
+	for _, d := range []string{"extract/fleetsim", "extract/fleetsim/model", "load/clickhouse/chserver", "load/clickhouse/chserver/chtest", "pipeline/pipelinetest"} {
 		if len(doublesIn([]string{module + "/" + d})) != 1 {
 			t.Errorf("doublesIn lets %s through", d)
 		}
