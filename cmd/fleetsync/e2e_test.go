@@ -168,14 +168,18 @@ func TestSyncPicksUpTokenRotatedMidCycle(t *testing.T) {
 	done := make(chan struct{})
 	var once sync.Once
 	go func() {
-		// Rotate once the cycle is reading data: the old token expires and
-		// the new one is written to the token file, as Kubernetes does.
+		// Rotate once the cycle is reading data, as Kubernetes does: the
+		// new token is valid and mounted in the token file before the old
+		// one expires. (Expiring first left a moment when neither the
+		// file's token nor the one in use was valid: a request rejected
+		// then re-read the old token, was rejected again and failed its
+		// variable, as it should.)
 		deadline := time.Now().Add(20 * time.Second)
 		for time.Now().Before(deadline) {
 			if w.dataRequests() >= 3 {
-				w.sim.ExpireTokens()
 				w.sim.AddToken("rotated-token", fleetsim.TokenOrdinary, time.Hour)
 				w.writeToken("rotated-token")
+				w.sim.ExpireToken(testToken)
 				once.Do(func() { close(done) })
 				return
 			}
@@ -191,6 +195,9 @@ func TestSyncPicksUpTokenRotatedMidCycle(t *testing.T) {
 	w.checkOracle()
 	if strings.Contains(logs, "rotated-token") {
 		t.Fatal("the new token appears in the logs")
+	}
+	if !strings.Contains(logs, "token rejected; re-reading it and retrying once") {
+		t.Fatalf("no request was rejected and retried with the re-read token: the rotation was not exercised; log:\n%s", lastLines(logs, 10))
 	}
 }
 

@@ -64,6 +64,16 @@ func TestTokensExpireAfterTheirTTL(t *testing.T) {
 	expect(t, "after ExpireTokens", e.get("/api/v2.0/devices/"), 401, authFailure)
 }
 
+func TestExpireTokenExpiresThatTokenAlone(t *testing.T) {
+	e := newEnv(t, Options{TokenTTL: time.Hour})
+	e.sim.AddToken("next", TokenOrdinary, 0)
+	e.sim.ExpireToken(testToken)
+	expect(t, "the expired token", e.get("/api/v2.0/devices/"), 401, authFailure)
+	expect(t, "the other token", e.do("GET", "/api/v2.0/devices/", nil, "next"), 200, nil)
+	e.sim.ExpireToken("never-added") // not a token: nothing changes
+	expect(t, "the other token still", e.do("GET", "/api/v2.0/devices/", nil, "next"), 200, nil)
+}
+
 func TestOrganizationsNeedAnOrganizationOrAccountToken(t *testing.T) {
 	e := newEnv(t, Options{OrgTokens: []string{"org"}, AccountTokens: []string{"acct"}, Tokens: []string{testToken}})
 	o := e.sim.Organizations()[0]

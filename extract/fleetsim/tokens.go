@@ -73,6 +73,17 @@ func (s *Sim) ExpireTokens() {
 	}
 }
 
+// ExpireToken makes one token expired, leaving the others valid: a
+// rotation where the new token is mounted before the old one expires, as
+// Kubernetes rotates projected tokens.
+func (s *Sim) ExpireToken(tok string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t, ok := s.tokens[tok]; ok {
+		t.expires = s.now()
+	}
+}
+
 // authenticate returns the kind of a valid token.
 func (s *Sim) authenticate(tok string) (TokenKind, bool) {
 	if tok == "" {
