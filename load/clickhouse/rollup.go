@@ -319,6 +319,14 @@ const (
 // a point with one version (an INSERT that holds the point twice) FINAL
 // keeps the one inserted last, argMax the one it reads first
 // (TestRecomputeCountsOnceTheCopyFinalKeepsOfAPointHeldTwiceByOneInsert).
+//
+// Where the rest goes (5 M points, one statement, min of three runs,
+// 2026-11-28): FINAL's merge about 1.05 CPU-s, the aggregates about 1.3
+// (the three-part sum about 0.35 of it: a plain sum(value) would save
+// that and lose the order-free exactness above), the INSERT about 0.4.
+// Grouping by a fixed-size key (transform() of variable_id to its index
+// in the list) instead of the String saved 0.2 CPU-s in a bare GROUP BY
+// but nothing measurable in the whole statement, so the key stays plain.
 func (c *AnalystTables) hourlySQL(in string, from, to int64, version uint64) string {
 	return "INSERT INTO " + c.table(TableHourly) + " (" + hourlyColumns + c.cluster().keyColumn() + ") SELECT " + hourlyAggregates + ", " +
 		strconv.FormatUint(version, 10) + c.cluster().keyAggregate() + " FROM " + c.table(TableDatapoints) + " FINAL PREWHERE " + pointsWhere(in, from, to) +
