@@ -648,14 +648,13 @@ func TestClientReusesConnections(t *testing.T) {
 }
 
 func TestConnectionFailureIsATransportErrorWithoutTheQuery(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close() // nothing listens there now
+	// Port 1 (tcpmux): nothing listens there, and it is below the kernel's
+	// ephemeral range. A port freed by closing a listener on :0 is not
+	// safe: under load another process can bind it again, or the client's
+	// own connection can take it as its source port and connect to itself.
+	addr := "127.0.0.1:1"
 	c, logs, _ := newTestClient(t, "http://"+addr, func(cfg *Config) { cfg.MaxElapsed = 100 * time.Millisecond })
-	_, err = collectDevices(c)
+	_, err := collectDevices(c)
 	var te *TransportError
 	if !errors.As(err, &te) || !Retryable(err) {
 		t.Fatalf("got %v", err)
