@@ -37,6 +37,24 @@ func metric(t *testing.T, reg *prometheus.Registry, name, stage string) *dto.Met
 }
 
 // gaugeValue is the value of the gauge name that reg gathers.
+// meteredSyncer is a Syncer over src, an empty store and writer, whose
+// clock reads *now and whose metrics are in the returned registry; chunk
+// is its MoveChunk (0: the default).
+func meteredSyncer(t *testing.T, src *pipelinetest.Source, now *time.Time, chunk int) (*pipeline.Syncer, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := pipeline.NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := pipeline.NewSyncer(src, &pipelinetest.Writer{}, pipeline.Stages{}, &pipelinetest.Store{}, pipeline.SyncOptions{
+		Engine: pipeline.EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour,
+		Lookback: time.Hour, LagThreshold: time.Minute, MoveChunk: chunk,
+		Now: func() time.Time { return *now },
+	}, nil, m)
+	return s, reg
+}
+
 func gaugeValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
 	return metric(t, reg, name, "").GetGauge().GetValue()
@@ -61,18 +79,7 @@ func TestAFailedWalkLeavesTheLagGaugesAsTheyWere(t *testing.T) {
 		}
 		return walk(sink)
 	}
-	st := &pipelinetest.Store{}
-	w := &pipelinetest.Writer{}
-	reg := prometheus.NewRegistry()
-	m, err := pipeline.NewMetrics(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := pipeline.NewSyncer(src, w, pipeline.Stages{}, st, pipeline.SyncOptions{
-		Engine: pipeline.EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour,
-		Lookback: time.Hour, LagThreshold: time.Minute,
-		Now: func() time.Time { return now },
-	}, nil, m)
+	s, reg := meteredSyncer(t, src, &now, 0)
 	if _, err := s.Cycle(context.Background()); err != nil {
 		t.Fatal(err)
 	}

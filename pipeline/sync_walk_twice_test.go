@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/fleetsync/fleetsync/pipeline"
 	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 )
@@ -33,18 +31,7 @@ func TestAVariableHandedTwiceInOneChunkCountsOnce(t *testing.T) {
 				}
 				return walk(sink)
 			}
-			st := &pipelinetest.Store{}
-			w := &pipelinetest.Writer{}
-			reg := prometheus.NewRegistry()
-			m, err := pipeline.NewMetrics(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := pipeline.NewSyncer(src, w, pipeline.Stages{}, st, pipeline.SyncOptions{
-				Engine: pipeline.EngineOptions{RetryWait: time.Millisecond}, Retention: 30 * 24 * time.Hour,
-				Lookback: time.Hour, LagThreshold: time.Minute, MoveChunk: chunk,
-				Now: func() time.Time { return now },
-			}, nil, m)
+			s, reg := meteredSyncer(t, src, &now, chunk)
 			if _, err := s.Cycle(context.Background()); err != nil {
 				t.Fatal(err)
 			}
