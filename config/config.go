@@ -103,17 +103,18 @@ type SyncConfig struct {
 	BatchAge   Duration `yaml:"batch_age" json:"batch_age"`
 	// InsertWorkers bounds concurrent ClickHouse inserts.
 	InsertWorkers int `yaml:"insert_workers" json:"insert_workers"`
-	// SkipIdle lets a cycle skip a variable whose lastActivity has not
-	// changed since its last read, as long as that read is younger than
-	// IdleRecheck. lastActivity is only a hint: the spec does not say which
-	// writes move it.
+	// SkipIdle lets a cycle skip, between re-reads (IdleRecheck), a
+	// variable whose lastActivity has not changed since its last read.
+	// lastActivity is only a hint: the spec does not say which writes move
+	// it.
 	SkipIdle bool `yaml:"skip_idle" json:"skip_idle"`
 	// Rollups keeps datapoints_latest and datapoints_hourly exact in every
 	// cycle, backfill and repair. Off, a large first backfill loads about a
 	// third faster; `fleetsync rollup` then rebuilds the range it loaded.
 	Rollups bool `yaml:"rollups" json:"rollups"`
-	// IdleRecheck bounds how long a skipped variable's window from
-	// mark - lookback goes unread, whatever lastActivity says.
+	// IdleRecheck is how often each variable's window from mark - lookback
+	// is re-read, whatever lastActivity says; in between a cycle reads the
+	// points after its mark alone, so a late point waits for the re-read.
 	IdleRecheck Duration `yaml:"idle_recheck" json:"idle_recheck"`
 	// MetadataRefresh is how long a daemon keeps its listing of device
 	// groups, their members and organizations before it lists them again:

@@ -83,12 +83,13 @@ sync:
   batch_age: 5s
   # ClickHouse inserts in flight at once, 1 to 16.
   insert_workers: 2
-  # Skip a variable whose lastActivity has not changed since its last read.
-  # lastActivity is only a hint (the service may not move it for a late
-  # point), so a skipped variable's window from mark - lookback is read
-  # again at least every idle_recheck: a point at or after mark - lookback
-  # lands within idle_recheck plus one schedule period, whatever
-  # lastActivity means.
+  # Each variable's window from mark - lookback is re-read every
+  # idle_recheck; in between a cycle reads only the points after its mark,
+  # and with skip_idle only when its lastActivity moved. lastActivity is
+  # only a hint (the service may not move it for a late point): a point at
+  # or after mark - lookback lands within idle_recheck plus one schedule
+  # period, whatever lastActivity means, and a point after the mark in the
+  # next cycle that reads the variable.
   skip_idle: true
   idle_recheck: 1h
   # How long "fleetsync run" keeps its listing of device groups, their

@@ -141,22 +141,29 @@ func TestEngineCancelledRunCommitsOnlyCompleted(t *testing.T) {
 func TestPlanWindows(t *testing.T) {
 	const hour = int64(time.Hour / time.Millisecond)
 	floor, end := int64(1000*hour), int64(2000*hour)
-	vars := []pipeline.Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8}, {ID: "future", LastActivityMs: 1}, {ID: "empty"}}
+	vars := []pipeline.Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8},
+		{ID: "future", LastActivityMs: 1}, {ID: "empty"}, {ID: "active", LastActivityMs: 9}}
 	marks := map[string]pipeline.Mark{
 		"marked": {HwmMs: 1500 * hour, LastActivityMs: 3},
-		"idle":   {HwmMs: 1500 * hour, LastActivityMs: 7, CheckedMs: end - 1},
+		"idle":   {HwmMs: 1500 * hour, LastActivityMs: 7, CheckedMs: end - 1, RecheckedMs: end - 1},
 		"old":    {HwmMs: 10 * hour, LastActivityMs: 3},
 		"future": {HwmMs: 3000 * hour},
-		"empty":  {CheckedMs: end - 1},
+		"empty":  {CheckedMs: end - 1, RecheckedMs: end - 1},
+		// Re-read within its recheck period, and active since: its new
+		// points alone.
+		"active": {HwmMs: 1900 * hour, LastActivityMs: 3, CheckedMs: end - 1, RecheckedMs: end - 1},
 	}
 	got, skipped := pipeline.Plan(vars, marks, pipeline.PlanOptions{Lookback: time.Hour, Floor: floor, End: end, SkipIdle: true, IdleRecheck: time.Hour})
-	want := map[string]int64{"new": floor, "marked": 1499 * hour, "old": floor, "future": end - hour}
+	want := map[string]int64{"new": floor, "marked": 1499 * hour, "old": floor, "future": end - hour, "active": 1900*hour + 1}
 	if skipped != 2 || len(got) != len(want) {
 		t.Fatalf("skipped %d, planned %d, want 2 and %d", skipped, len(got), len(want))
 	}
 	for _, tg := range got {
 		if tg.Start != want[tg.Variable.ID] || tg.End != end {
 			t.Errorf("%s: window %d..%d, want %d..%d", tg.Variable.ID, tg.Start, tg.End, want[tg.Variable.ID], end)
+		}
+		if tg.Tail != (tg.Variable.ID == "active") {
+			t.Errorf("%s: Tail %v", tg.Variable.ID, tg.Tail)
 		}
 	}
 }

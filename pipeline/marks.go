@@ -34,8 +34,9 @@ type MarkFunc func(t Target, o Outcome) (m Mark, ok bool)
 
 // IncrementalMark is the MarkFunc of a sync cycle: the mark moves to the
 // greatest loaded timestamp, never backwards, and records what the read
-// covered: its end (CheckedMs), the earliest point it saw beyond that end,
-// and the lastActivity the walk saw before it. A lastActivity past the read's
+// covered: its end (CheckedMs, and RecheckedMs for a re-read), where the
+// next re-read must start at the latest (RereadMs), the earliest point it
+// saw beyond its end, and the lastActivity the walk saw before it. A lastActivity past the read's
 // end is not recorded (the previous one is kept): it may stand for a point
 // the read stopped short of, and recording it would let the next cycle skip
 // the variable.
@@ -44,13 +45,25 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 	if la > t.End {
 		la = t.Mark.LastActivityMs
 	}
+	// Where the read started in the end bounds what the next re-read can
+	// still find (the service's retention floor), except for a read of the
+	// new points that started where it was planned: its start is above the
+	// debt it leaves as it was.
+	rechecked, started := t.End, o.StartMs
+	if t.Tail {
+		rechecked = t.Mark.RecheckedMs
+		if started <= t.Start {
+			started = 0
+		}
+	}
 	return Mark{
 		VariableID:     t.Variable.ID,
 		HwmMs:          max(t.Mark.HwmMs, o.MaxTs),
 		LastActivityMs: la,
 		CheckedMs:      t.End,
 		FutureMs:       o.FutureMs,
-		RereadMs:       max(t.Reread, o.StartMs),
+		RereadMs:       max(t.Reread, started),
+		RecheckedMs:    rechecked,
 		UpdatedAt:      time.Now().UTC(),
 	}, true
 }
@@ -104,13 +117,13 @@ func earliest(a, b int64) int64 {
 // the plan and the lag read (a cycle never reads UpdatedAt, and the id is
 // the key).
 type markVals struct {
-	hwm, lastActivity, checked, future, reread int64
+	hwm, lastActivity, checked, future, reread, rechecked int64
 }
 
 func valsOf(m Mark) markVals {
-	return markVals{hwm: m.HwmMs, lastActivity: m.LastActivityMs, checked: m.CheckedMs, future: m.FutureMs, reread: m.RereadMs}
+	return markVals{hwm: m.HwmMs, lastActivity: m.LastActivityMs, checked: m.CheckedMs, future: m.FutureMs, reread: m.RereadMs, rechecked: m.RecheckedMs}
 }
 
 func (v markVals) mark(id string) Mark {
-	return Mark{VariableID: id, HwmMs: v.hwm, LastActivityMs: v.lastActivity, CheckedMs: v.checked, FutureMs: v.future, RereadMs: v.reread}
+	return Mark{VariableID: id, HwmMs: v.hwm, LastActivityMs: v.lastActivity, CheckedMs: v.checked, FutureMs: v.future, RereadMs: v.reread, RecheckedMs: v.rechecked}
 }

@@ -23,34 +23,63 @@ func runCycle(t *testing.T, src pipeline.Source, st *pipelinetest.Store, w *pipe
 	return pipeline.NewEngine(src, w, st, pipeline.EngineOptions{VariablesPerRequest: 50, RowsPerRequest: rows, RetryWait: time.Millisecond}, nil, nil, nil).Run(context.Background(), targets)
 }
 
-func TestPlanTrustsAnUnchangedLastActivityOnlyWithinTheRecheckPeriod(t *testing.T) {
+// TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween
+// holds the planner to its three answers for a variable with a mark: a
+// re-read from min(mark - lookback, RereadMs) once its last re-read is its
+// recheck period old, whatever lastActivity says; between re-reads its
+// points after the mark alone, when its lastActivity moved or a point seen
+// ahead fell due (always without skip_idle); otherwise nothing.
+func TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween(t *testing.T) {
 	const end = int64(10_000_000_000)
+	const hwm, lookback = end - 600_000, int64(3_600_000)
 	recheck := time.Hour
 	v := pipeline.Variable{ID: "v", LastActivityMs: 42}
 	period := pipeline.RecheckPeriod("v", recheck).Milliseconds()
+	const skip, tail, reread = "skip", "tail", "reread"
 	cases := []struct {
-		name    string
-		mark    pipeline.Mark
-		recheck time.Duration
-		skip    bool
+		name     string
+		mark     pipeline.Mark
+		recheck  time.Duration
+		skipIdle bool
+		want     string
+		start    int64
 	}{
-		{"read just now", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1}, recheck, true},
-		{"read one period ago", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - period}, recheck, false},
-		{"read just inside the period", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - period + 1}, recheck, true},
-		{"never read completely", pipeline.Mark{HwmMs: 1, LastActivityMs: 42}, recheck, false},
-		{"lastActivity moved", pipeline.Mark{HwmMs: 1, LastActivityMs: 41, CheckedMs: end - 1}, recheck, false},
-		{"a point ahead fell due", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1, FutureMs: end}, recheck, false},
-		{"a point ahead not yet due", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1, FutureMs: end + 1}, recheck, true},
-		{"no recheck period", pipeline.Mark{HwmMs: 1, LastActivityMs: 42, CheckedMs: end - 1}, 0, false},
+		{"re-read just now", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1}, recheck, true, skip, 0},
+		{"re-read one period ago", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - period}, recheck, true, reread, hwm - lookback},
+		{"re-read one period ago, owing points from earlier", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - period, RereadMs: hwm - 3*lookback}, recheck, true, reread, hwm - 3*lookback},
+		{"re-read just inside the period", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - period + 1, RecheckedMs: end - period + 1}, recheck, true, skip, 0},
+		{"never re-read", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1}, recheck, true, reread, hwm - lookback},
+		{"lastActivity moved", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - 1, RereadMs: hwm - 3*lookback}, recheck, true, tail, hwm + 1},
+		{"lastActivity moved, re-read due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - period}, recheck, true, reread, hwm - lookback},
+		{"a point ahead fell due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1, FutureMs: end}, recheck, true, tail, hwm + 1},
+		{"a point ahead not yet due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1, FutureMs: end + 1}, recheck, true, skip, 0},
+		{"without skip_idle", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1}, recheck, false, tail, hwm + 1},
+		{"no recheck period", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1}, 0, true, reread, hwm - lookback},
+		{"a mark ahead of the clock", pipeline.Mark{HwmMs: end + 2*lookback, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - 1}, recheck, true, reread, end - lookback},
 	}
 	for _, c := range cases {
-		got, skipped := pipeline.Plan([]pipeline.Variable{v, {ID: "other", LastActivityMs: 1}}, map[string]pipeline.Mark{"v": c.mark}, pipeline.PlanOptions{Lookback: time.Hour, Floor: 1, End: end, SkipIdle: true, IdleRecheck: c.recheck})
-		if (skipped == 1) != c.skip || len(got)+skipped != 2 {
-			t.Errorf("%s: skipped %d, planned %d; want skip=%v", c.name, skipped, len(got), c.skip)
+		got, skipped := pipeline.Plan([]pipeline.Variable{v, {ID: "other", LastActivityMs: 1}}, map[string]pipeline.Mark{"v": c.mark},
+			pipeline.PlanOptions{Lookback: time.Duration(lookback) * time.Millisecond, Floor: 1, End: end, SkipIdle: c.skipIdle, IdleRecheck: c.recheck})
+		if (skipped == 1) != (c.want == skip) || len(got)+skipped != 2 {
+			t.Errorf("%s: skipped %d, planned %d; want %s", c.name, skipped, len(got), c.want)
+			continue
 		}
 		for _, tg := range got {
 			if !tg.ReadFuture {
 				t.Errorf("%s: a cycle target does not look past its end", c.name)
+			}
+			if tg.Variable.ID != "v" {
+				continue
+			}
+			owed := min(c.mark.HwmMs-lookback, c.mark.RereadMs)
+			if c.mark.RereadMs == 0 {
+				owed = c.mark.HwmMs - lookback
+			}
+			if got := map[bool]string{true: tail, false: reread}[tg.Tail]; got != c.want || tg.Start != c.start || tg.End != end {
+				t.Errorf("%s: a %s of %d..%d; want a %s from %d", c.name, got, tg.Start, tg.End, c.want, c.start)
+			}
+			if tg.Tail && tg.Reread != owed {
+				t.Errorf("%s: the read of the new points commits RereadMs %d, want what the mark owed, %d", c.name, tg.Reread, owed)
 			}
 		}
 	}

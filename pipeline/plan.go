@@ -27,11 +27,16 @@ type Target struct {
 	// (see Done).
 	From int64
 	// Reread is the Mark.RereadMs a complete read of this target commits:
-	// the lookback of the mark in force when the target was planned, or,
-	// without a mark, its Start. Every point written while the read runs
-	// is promised from there on (see Mark.RereadMs), so the next read
-	// starts there at the latest.
+	// for a re-read, the lookback of the mark in force when the target was
+	// planned, or, without a mark, its Start; for a read of the new points
+	// (Tail), what the mark in force owed already, which it does not read.
+	// Every point written while the read runs is promised from there on
+	// (see Mark.RereadMs), so the next re-read starts there at the latest.
 	Reread int64
+	// Tail says the target reads only the points after its mark, between
+	// two re-reads of the variable's lookback: it leaves Mark.RecheckedMs
+	// as it was and discharges nothing the mark owes below it.
+	Tail bool
 	// ReadFuture makes the requests reach past End, so that points stamped
 	// after it (a device clock ahead, a point written while the cycle runs)
 	// are seen: they are not loaded, but the earliest is recorded in the
@@ -52,14 +57,18 @@ type PlanOptions struct {
 	Floor int64
 	// End is the upper bound of every window (POSIX ms), normally "now".
 	End int64
-	// SkipIdle drops variables whose lastActivity equals the one recorded at
-	// their last complete read, within IdleRecheck of that read.
+	// SkipIdle drops, between re-reads, variables whose lastActivity
+	// equals the one recorded at their last complete read.
 	SkipIdle bool
-	// IdleRecheck bounds how long SkipIdle may skip a variable: once its
-	// last complete read (Mark.CheckedMs) is this old, it is read again,
-	// whatever lastActivity says. Each variable's period is a stable
-	// fraction between half and all of it, so that a fleet synced at once
-	// is not re-read at once. 0 means never skip.
+	// IdleRecheck is how often each variable's lookback is re-read: once
+	// its last re-read (Mark.RecheckedMs) is this old, the variable is read
+	// from min(mark - lookback, Mark.RereadMs), whatever lastActivity says;
+	// until then a cycle reads only its points after the mark, and under
+	// SkipIdle only when its lastActivity moved or a point it saw stamped
+	// ahead fell due. A late point (stamped at or below the mark) waits for
+	// the re-read, which the contract allows. Each variable's period is a
+	// stable fraction between half and all of it, so that a fleet synced
+	// at once is not re-read at once. 0 means a re-read every cycle.
 	IdleRecheck time.Duration
 	// Shard is the shard whose variables are planned (see Shard.Holds).
 	Shard Shard
@@ -98,8 +107,17 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			continue
 		}
 		m, ok := marks(v.ID)
-		if o.SkipIdle && o.reported && ok && idle(v, m, o) {
+		reread := rereadDue(v, m, ok, o)
+		if !reread && o.SkipIdle && o.reported && idle(v, m, o) {
 			skipped++
+			continue
+		}
+		if !reread && m.HwmMs > 0 && m.HwmMs < o.End {
+			// Its new points alone: what lies at or below the mark was
+			// read by the last re-read, or is owed to the next one.
+			start := max(o.Floor, m.HwmMs+1)
+			fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: start,
+				Reread: windowFrom(m, ok, lookback), Tail: true, ReadFuture: true})
 			continue
 		}
 		from := windowFrom(m, ok, lookback)
@@ -142,19 +160,26 @@ func rereadOf(m Mark, ok bool, lookbackMs, start int64) int64 {
 	return m.HwmMs - lookbackMs
 }
 
-// idle reports whether a variable with mark m may be skipped. lastActivity
-// is a hint whose meaning the spec leaves open (a late point may not move
-// it), so an unchanged one is trusted only while the last complete read is
-// younger than the variable's recheck period, and never once a point seen
-// beyond that read's end has become due.
-func idle(v Variable, m Mark, o PlanOptions) bool {
-	switch {
-	case v.LastActivityMs != m.LastActivityMs, m.CheckedMs <= 0, o.IdleRecheck <= 0:
-		return false
-	case m.FutureMs != 0 && m.FutureMs <= o.End:
-		return false
+// rereadDue reports whether a variable with mark m (ok false: none) is to
+// be re-read from its mark's lookback: it has no mark or no re-read on
+// record, or its last re-read is its recheck period old. lastActivity is a
+// hint whose meaning the spec leaves open (a late point may not move it,
+// nor a point written while a read ran), so a point at or below the mark
+// is found by the re-read alone, whatever lastActivity says; reading only
+// after the mark in between is what keeps a cycle's cost to its new
+// points (docs/reliability.md, "Late points").
+func rereadDue(v Variable, m Mark, ok bool, o PlanOptions) bool {
+	if !ok || m.RecheckedMs <= 0 || o.IdleRecheck <= 0 {
+		return true
 	}
-	return o.End-m.CheckedMs < RecheckPeriod(v.ID, o.IdleRecheck).Milliseconds()
+	return o.End-m.RecheckedMs >= RecheckPeriod(v.ID, o.IdleRecheck).Milliseconds()
+}
+
+// idle reports whether a variable with mark m, between re-reads, has
+// nothing new to read: its lastActivity is the one its last complete read
+// recorded, and no point that read saw stamped ahead has fallen due.
+func idle(v Variable, m Mark, o PlanOptions) bool {
+	return v.LastActivityMs == m.LastActivityMs && m.CheckedMs > 0 && (m.FutureMs == 0 || m.FutureMs > o.End)
 }
 
 // RecheckPeriod is how long a variable may go unread while its

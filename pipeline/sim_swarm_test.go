@@ -11,6 +11,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -404,8 +405,38 @@ func (w *simWorld) backfillBounds(r *rand.Rand, from, to int64) (int64, int64) {
 // simRead is a cycle's read of a variable as its mark stands for it: the
 // world's write counter when its run began and when the mark landed.
 // The points written in between may be owed (Mark.RereadMs); those
-// written before were read.
-type simRead struct{ start, end int64 }
+// written before were read, but for a read of the new points alone
+// (Target.Tail) those stamped at or below above, the mark in force when
+// it landed, which were owed to the next re-read.
+type simRead struct {
+	start, end int64
+	above      int64
+	// endMs is the end of the read's window (Mark.CheckedMs).
+	endMs int64
+}
+
+// simPlans is the link in front of the marks that notes, for the store's
+// checks, which of the targets done read the points after their mark
+// alone, and the mark each was planned with (simProc.tails).
+func simPlans(p *simProc) Link {
+	return Link{Stage: "sim", Wrap: func(next Committer) Committer {
+		return CommitFunc(func(ctx context.Context, done []Done, final bool) error {
+			p.w.mu.Lock()
+			if p.tails == nil {
+				p.tails = map[string]Mark{}
+			}
+			for _, d := range done {
+				if d.Tail {
+					p.tails[d.Variable.ID] = d.Mark
+				} else {
+					delete(p.tails, d.Variable.ID)
+				}
+			}
+			p.w.mu.Unlock()
+			return next.Commit(ctx, done, final)
+		})
+	}}
+}
 
 // noteRead records, as a commit of marks lands, which read the variable's
 // mark now stands for, when it was a cycle's (a backfill's mark keeps the
@@ -413,17 +444,26 @@ type simRead struct{ start, end int64 }
 // owe: a cycle's commit owes those of its own run; a backfill's adds its
 // run to the debt it keeps (it owes, from the lookback of the mark in
 // force, what was written while it ran, or from its start without a
-// mark). Caller holds w.mu.
+// mark); a read of the new points alone owes all that the mark it
+// replaced owed, whenever written, and what its own run wrote; below is
+// the HwmMs of the mark it was planned with. Caller holds w.mu.
 func (w *simWorld) noteRead(p *simProc, m Mark) {
 	if w.reads == nil {
-		w.reads, w.owes = map[string]simRead{}, map[string][]simRead{}
+		w.reads, w.rereads, w.owes = map[string]simRead{}, map[string]simRead{}, map[string][]simRead{}
 	}
-	run := simRead{start: p.startSeq, end: w.seq}
-	if strings.HasPrefix(p.name, "backfill") {
+	run := simRead{start: p.startSeq, end: w.seq, above: math.MinInt64, endMs: m.CheckedMs}
+	switch {
+	case strings.HasPrefix(p.name, "backfill"):
 		w.owes[m.VariableID] = append(w.owes[m.VariableID], run)
+		return
+	case p.tails[m.VariableID].VariableID != "":
+		run.above = p.tails[m.VariableID].HwmMs
+		w.reads[m.VariableID] = run
+		w.owes[m.VariableID] = []simRead{{start: math.MinInt64, end: w.seq}}
 		return
 	}
 	w.reads[m.VariableID] = run
+	w.rereads[m.VariableID] = run
 	w.owes[m.VariableID] = []simRead{run}
 }
 
@@ -465,6 +505,7 @@ func (w *simWorld) interlude(i int) {
 	w.now.Add([]int64{0, 1_000, 60_000, 3_600_000}[w.draw("interlude", fmt.Sprint(i))%4])
 	w.logf("step %d: a quiet cycle", i)
 	w.mu.Unlock()
+	before := w.marksNow()
 	w.run(w.proc(fmt.Sprintf("quiet%d", i), false), func(s *Syncer, ctx context.Context) error {
 		sum, err := s.Cycle(ctx)
 		if err == nil && len(sum.Failed) > 0 {
@@ -472,7 +513,7 @@ func (w *simWorld) interlude(i int) {
 		}
 		return err
 	})
-	w.checkNext(fmt.Sprintf("after the quiet cycle after step %d", i))
+	w.checkNext(fmt.Sprintf("after the quiet cycle after step %d", i), before)
 	w.mu.Lock()
 	if !w.cfg.skipIdle {
 		// Under skip-idle, a variable none of the step's writes reached
@@ -532,18 +573,47 @@ func (w *simWorld) backfillAgain(i int) {
 // must have landed; under the other readings of lastActivity, every
 // promised point that existed when its variable's last complete read
 // began (that read saw it, or saw it ahead and noted when it falls due).
-func (w *simWorld) checkNext(when string) {
+//
+// Between re-reads a cycle reads the points after each mark alone, so a
+// late point (stamped at or below the mark in force when the cycle began)
+// written since its variable's last re-read began may wait for the next
+// one, but no longer than idle_recheck: a variable whose last re-read (as
+// the simulation saw it land, not as its mark says) is that old when the
+// quiet cycle begins is re-read by it, and every promised point lands.
+// before is the state before the quiet cycle.
+func (w *simWorld) checkNext(when string, before simBefore) {
 	all := !w.cfg.skipIdle || w.cfg.la == laWriteTime || w.cfg.la == laNone
 	w.mu.Lock()
-	reads := w.reads
+	reads, rereads, now := w.reads, w.rereads, w.now.Load()
 	w.mu.Unlock()
 	w.checkLanded(when, func(v *simVar, p simPoint) bool {
-		if all {
+		if rr, ok := before.rereads[v.id]; !ok || now-rr.endMs >= simRecheck.Milliseconds() {
 			return true
 		}
+		if rr, ok := rereads[v.id]; ok && p.seq <= rr.start {
+			return true
+		}
+		if all {
+			m, ok := before.marks[v.id]
+			return !ok || p.ts > m.HwmMs
+		}
 		r, ok := reads[v.id]
-		return ok && p.seq <= r.start
+		return ok && p.seq <= r.start && p.ts > r.above
 	})
+}
+
+// simBefore is the state before a quiet cycle that checkNext needs: the
+// marks, and each variable's last re-read.
+type simBefore struct {
+	marks   map[string]Mark
+	rereads map[string]simRead
+}
+
+// marksNow is the state checkNext needs as it stands.
+func (w *simWorld) marksNow() simBefore {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return simBefore{marks: maps.Clone(w.marks), rereads: maps.Clone(w.rereads)}
 }
 
 // checkLanded compares the warehouse with the source: every promised
@@ -600,13 +670,22 @@ func owedFrom(m Mark) int64 { return m.RereadMs }
 // mark: for a backfill (which reads a closed range from its start and
 // keeps the debt of the mark in force), the points that mark owes, written
 // while one of the runs it stands for ran (the last cycle's read and the
-// backfills that moved the mark since), from owedFrom on; none for a
-// cycle, whose read started no later than what its mark owed. A point
-// written between those runs is promised from the lookback of the mark
-// in force then, and a backfill that moves the mark must have read it.
-// Caller holds w.mu.
+// backfills that moved the mark since; any time before a read of the new
+// points alone), from owedFrom on; for a cycle's read of the new points
+// alone, those stamped from where the next re-read starts (windowFrom) up
+// to the mark in force, which it did not read; none for a re-read, which
+// started no later than what its mark owed. A point written between
+// those runs is promised from the lookback of the mark in force then, and
+// a backfill that moves the mark must have read it. Caller holds w.mu.
 func (w *simWorld) owedBy(p *simProc, m Mark) func(simPoint) bool {
 	from, runs := owedFrom(m), w.owes[m.VariableID]
+	if planned, ok := p.tails[m.VariableID]; ok && !strings.HasPrefix(p.name, "backfill") {
+		from, below := m.HwmMs-simLookback.Milliseconds(), planned.HwmMs
+		if m.RereadMs != 0 {
+			from = min(from, m.RereadMs)
+		}
+		return func(pt simPoint) bool { return pt.ts >= from && pt.ts <= below }
+	}
 	if from == 0 || !strings.HasPrefix(p.name, "backfill") {
 		return func(simPoint) bool { return false }
 	}

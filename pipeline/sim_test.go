@@ -115,8 +115,9 @@ func runSimBubbled(seed uint64, vars, steps int) simResult {
 			return err
 		})
 	}
+	before := w.marksNow()
 	quiet("next")
-	w.checkNext("after the next quiet cycle")
+	w.checkNext("after the next quiet cycle", before)
 	w.now.Add(simRecheck.Milliseconds() + 60_000)
 	quiet("final")
 	w.checkFinal("after the quiet cycle idle_recheck later")
@@ -267,7 +268,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	opts := SyncOptions{
 		Engine: EngineOptions{RowsPerRequest: w.cfg.rows, VariablesPerRequest: w.cfg.perReq, MaxInFlight: w.cfg.inFlight,
 			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond,
-			Links: []Link{analyst.Link(simRollup{p})}, Counts: counts, Turns: w.sched.turns(p.name)},
+			Links: []Link{analyst.Link(simRollup{p}), simPlans(p)}, Counts: counts, Turns: w.sched.turns(p.name)},
 		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
 		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },

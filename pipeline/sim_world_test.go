@@ -186,9 +186,9 @@ type simWorld struct {
 	// end of its cycle's windows.
 	writingAt string
 	walkedAt  int64
-	// reads is, per variable, the read its mark stands for
-	// (sim_swarm_test.go's noteRead).
-	reads map[string]simRead
+	// reads is, per variable, the read its mark stands for, and rereads
+	// its last re-read of the lookback (sim_swarm_test.go's noteRead).
+	reads, rereads map[string]simRead
 	// owes is, per variable, the runs whose writes its mark may still
 	// owe (see noteRead).
 	owes map[string][]simRead
@@ -421,6 +421,10 @@ type simProc struct {
 	// startSeq is the world's write counter when its run began: points
 	// written after it need not be loaded by the run's marks.
 	startSeq int64
+	// tails are the variables whose last target done in the run read
+	// the points after its mark alone (Target.Tail), with the mark it
+	// was planned with (simPlans). Guarded by w.mu.
+	tails map[string]Mark
 	// startPubs is how many watermarks were published when its run began,
 	// and startHolders the variables holding points then; walked are the
 	// variables its walks listed (a page that shifted drops one).

@@ -77,28 +77,37 @@ type Mark struct {
 	HwmMs int64
 	// LastActivityMs is the variable's lastActivity as the walk before the
 	// last complete read saw it, never one past that read's end. It is a
-	// hint only: an unchanged lastActivity lets a cycle skip the variable
-	// until CheckedMs is IdleRecheck old.
+	// hint only: between re-reads, a cycle reads a variable whose
+	// lastActivity moved, and skips one whose lastActivity did not.
 	LastActivityMs int64
-	// CheckedMs is the end (POSIX ms) of the last read that covered the
-	// whole window from HwmMs - lookback; 0 when unknown (marks written
-	// before it existed, or by a backfill).
+	// CheckedMs is the end (POSIX ms) of the last complete read of the
+	// variable, of either kind (see RecheckedMs); 0 when unknown (marks
+	// written before it existed, or by a backfill).
 	CheckedMs int64
 	// FutureMs is the earliest timestamp after CheckedMs that the last read
 	// saw (a device clock ahead) and left for a later cycle, or a lower
 	// bound of it; 0 when it saw none. The variable is read again by the
 	// first cycle that ends at or after it.
 	FutureMs int64
-	// RereadMs is where the next read of the variable must start, at the
-	// latest: the mark in force when the last complete read was planned,
-	// minus the lookback (the read's start when it had no mark). A point
-	// written while that read ran, after it had passed the point's
-	// timestamp, is still owed: the mark promised it when it was written,
-	// and the read moved the mark past it. The next read starts at
-	// min(HwmMs - lookback, RereadMs). 0 when unknown (marks written
-	// before it existed), which leaves HwmMs - lookback.
-	RereadMs  int64
-	UpdatedAt time.Time
+	// RereadMs is where the next re-read of the variable's lookback must
+	// start, at the latest: the lookback of the mark in force when the last
+	// re-read was planned (its start when it had no mark), or earlier where
+	// reads of the new points alone came since (they owe what the mark they
+	// were planned with owed). A point written while a read ran, after it
+	// had passed the point's timestamp, is still owed: the mark promised it
+	// when it was written, and the read moved the mark past it. A re-read
+	// starts at min(HwmMs - lookback, RereadMs). 0 when unknown (marks
+	// written before it existed), which leaves HwmMs - lookback.
+	RereadMs int64
+	// RecheckedMs is the end of the last re-read: the last complete read
+	// that started at min(HwmMs - lookback, RereadMs) of the mark it was
+	// planned with. Between re-reads a cycle reads only the points after
+	// the mark (Target.Tail); once RecheckedMs is the variable's recheck
+	// period old (RecheckPeriod), the variable is re-read. 0 when unknown
+	// (marks written before it existed, or a variable never re-read),
+	// which makes the next read a re-read.
+	RecheckedMs int64
+	UpdatedAt   time.Time
 }
 
 // VariableError is implemented by a source's error that belongs to one

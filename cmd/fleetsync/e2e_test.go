@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -97,9 +98,14 @@ func TestSyncSecondCycleWithNoNewDataMakesNoDataRequests(t *testing.T) {
 	w.checkOracle()
 }
 
+// TestSyncLoadsNewAndLatePointsOnce: the cycle after new and late points
+// loads the new ones (it reads after each mark); a cycle once idle_recheck
+// has passed re-reads the lookback and loads the late ones; each lands
+// once.
 func TestSyncLoadsNewAndLatePointsOnce(t *testing.T) {
-	w := newWorld(t, worldOpts{})
+	w := newWorld(t, worldOpts{sync: fmt.Sprintf("idle_recheck: %s", liveRecheck)})
 	w.sync()
+	reread := time.Now()
 	d := w.sim.Devices()[0]
 	now := time.Now().UnixMilli()
 	var changed []string
@@ -136,13 +142,18 @@ func TestSyncLoadsNewAndLatePointsOnce(t *testing.T) {
 	if lateOnly == 0 {
 		t.Fatal("the second device has no variable with points")
 	}
-	w.sim.ResetCounters()
-	w.sync()
-	w.checkOracle()
-	w.checkRollups()
 	if len(changed) == 0 {
 		t.Fatal("the first device has no variable with points")
 	}
+	w.sim.ResetCounters()
+	w.sync()
+	if miss := w.missingOutsideLate(); len(miss) > 0 {
+		t.Fatalf("%d new points are missing after the next sync: %v", len(miss), miss[:min(8, len(miss))])
+	}
+	time.Sleep(time.Until(reread.Add(liveRecheck)))
+	w.sync()
+	w.checkOracle()
+	w.checkRollups()
 	// A third cycle changes nothing and the set stays exact.
 	w.sync()
 	w.checkOracle()

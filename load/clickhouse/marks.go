@@ -47,6 +47,10 @@ var syncStateTable = tableDef{
 		// Where the next read must start at the latest
 		// (pipeline.Mark.RereadMs); 0 in rows written before it.
 		{name: "reread_ms", typ: "Int64"},
+		// The end of the last re-read of the variable's lookback
+		// (pipeline.Mark.RecheckedMs); 0 in rows written before it,
+		// which makes the next read a re-read.
+		{name: "rechecked_ms", typ: "Int64"},
 	},
 	// version is the mark itself (hwm_ms), so a merge keeps the
 	// greatest mark of a variable and can never move it backwards.
@@ -70,7 +74,7 @@ var syncWatermarkTable = tableDef{
 }
 
 // Load returns each variable's greatest mark. LastActivityMs, CheckedMs,
-// FutureMs and RereadMs come from one row, the one holding that mark (on a tie, the one
+// FutureMs, RereadMs and RecheckedMs come from one row, the one holding that mark (on a tie, the one
 // of the latest read), so that they describe one read and never mix two.
 func (s *Marks) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 	marks := map[string]pipeline.Mark{}
@@ -111,7 +115,7 @@ func (s *Marks) scan(ctx context.Context, where string, fn func(pipeline.Mark) e
 	table := s.table(TableSyncState)
 	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms)"
 	rows, err := s.conn.Query(ctx,
-		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), argMax(reread_ms, "+key+"), max(updated_at) FROM "+
+		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), argMax(reread_ms, "+key+"), argMax(rechecked_ms, "+key+"), max(updated_at) FROM "+
 			table+" "+where+" GROUP BY variable_id")
 	if err != nil {
 		return fmt.Errorf("load marks from %s (run `fleetsync migrate` if the table is missing): %w", table, err)
@@ -119,7 +123,7 @@ func (s *Marks) scan(ctx context.Context, where string, fn func(pipeline.Mark) e
 	defer rows.Close()
 	for rows.Next() {
 		var m pipeline.Mark
-		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.RereadMs, &m.UpdatedAt); err != nil {
+		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.RereadMs, &m.RecheckedMs, &m.UpdatedAt); err != nil {
 			return fmt.Errorf("load marks from %s: %w", table, err)
 		}
 		if err := fn(m); err != nil {
@@ -141,7 +145,7 @@ func (s *Marks) Commit(ctx context.Context, marks []pipeline.Mark) error {
 	table := s.table(TableSyncState)
 	now := time.Now().UTC()
 	err := s.retry(ctx, TableSyncState, func(ctx context.Context) error {
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms, reread_ms)")
+		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms, reread_ms, rechecked_ms)")
 		if err != nil {
 			return err
 		}
@@ -151,7 +155,7 @@ func (s *Marks) Commit(ctx context.Context, marks []pipeline.Mark) error {
 			if at.IsZero() {
 				at = now
 			}
-			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, at.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs, m.RereadMs); err != nil {
+			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, at.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs, m.RereadMs, m.RecheckedMs); err != nil {
 				return fmt.Errorf("mark of %s: %w", m.VariableID, err)
 			}
 		}

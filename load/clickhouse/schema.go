@@ -45,7 +45,9 @@ const (
 // whole-cluster tables made of both macros (cluster.go).
 //
 // 6: sync_state's reread_ms (pipeline.Mark.RereadMs), and sync_watermark.
-const SchemaVersion = 6
+//
+// 7: sync_state's rechecked_ms (pipeline.Mark.RecheckedMs).
+const SchemaVersion = 7
 
 // column is one column of a table: its type, and the DEFAULT expression
 // used when it is added to an existing table or left out of an INSERT.

@@ -1,0 +1,114 @@
+package pipeline_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fleetsync/fleetsync/pipeline"
+	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
+)
+
+// TestBetweenRereadsACycleLoadsTheNewPointsAloneAndTheReReadLandsTheLatePoint
+// is issue 37's steady state for one active variable: between re-reads of
+// its lookback, each cycle loads its new points and nothing it loaded
+// before; a late point (stamped below the mark) waits for the variable's
+// next re-read, which comes within its recheck period of the last one,
+// whatever lastActivity means; the re-read loads the lookback again.
+func TestBetweenRereadsACycleLoadsTheNewPointsAloneAndTheReReadLandsTheLatePoint(t *testing.T) {
+	const (
+		minute = int64(60_000)
+		t0     = int64(1_700_000_000_000)
+	)
+	lookback, recheck := time.Hour, time.Hour
+	period := pipeline.RecheckPeriod("v", recheck).Milliseconds()
+	readings := []struct {
+		name string
+		la   func(newest, now int64) int64
+	}{
+		{"updated on every write", func(_, now int64) int64 { return now }},
+		{"the newest point's own timestamp", func(newest, _ int64) int64 { return newest }},
+		{"absent", func(int64, int64) int64 { return 0 }},
+	}
+	for _, rd := range readings {
+		for _, skipIdle := range []bool{false, true} {
+			src := &pipelinetest.Source{}
+			var mu sync.Mutex
+			loaded := 0
+			w := &pipelinetest.Writer{OnCommit: func(rows []pipeline.Row) error {
+				mu.Lock()
+				loaded += len(rows)
+				mu.Unlock()
+				return nil
+			}}
+			st := &pipelinetest.Store{}
+			pt := func(ts int64) pipeline.Point { return pipeline.Point{TsMs: ts, Value: 1, Context: []byte("{}")} }
+			// A point a minute for the last two hours.
+			for ts := t0 - 120*minute; ts <= t0; ts += minute {
+				src.Add("v", pt(ts))
+			}
+			newest, lastWrite := t0, t0
+			cycle := func(now int64) (pipeline.Target, int) {
+				t.Helper()
+				mu.Lock()
+				loaded = 0
+				mu.Unlock()
+				v := pipeline.Variable{ID: "v", DeviceID: "d", LastActivityMs: rd.la(newest, lastWrite)}
+				marks, _ := st.Load(context.Background())
+				targets, _ := pipeline.Plan([]pipeline.Variable{v}, marks, pipeline.PlanOptions{Lookback: lookback, Floor: t0 - 100*time.Hour.Milliseconds(), End: now, SkipIdle: skipIdle, IdleRecheck: recheck})
+				if len(targets) != 1 {
+					t.Fatalf("%s, skip_idle %v: cycle at %+d ms planned %d targets, want 1", rd.name, skipIdle, now-t0, len(targets))
+				}
+				if res := runCycle(t, src, st, w, targets, 1000); len(res.Failed) > 0 {
+					t.Fatalf("cycle at %d failed: %v", now, res.Failed)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				return targets[0], loaded
+			}
+			// The first cycle re-reads (no re-read on record).
+			now := t0 + 1000
+			if tg, n := cycle(now); tg.Tail || n != 121 {
+				t.Fatalf("%s, skip_idle %v: first cycle: tail %v, loaded %d; want a re-read of 121 points", rd.name, skipIdle, tg.Tail, n)
+			}
+			rereadAt := now
+			late := t0 - 30*minute - 500 // inside the lookback, below the mark
+			for now+5*minute-rereadAt < period {
+				// Five new points a cycle; one late point in the second.
+				for k := int64(1); k <= 5; k++ {
+					newest += minute
+					src.Add("v", pt(newest))
+				}
+				if now == rereadAt+5*minute {
+					src.Add("v", pt(late))
+				}
+				now += 5 * minute
+				lastWrite = now - 1000
+				tg, n := cycle(now)
+				if !tg.Tail || tg.Start != newest-5*minute+1 || n != 5 {
+					t.Fatalf("%s, skip_idle %v: cycle at %+d ms between re-reads: tail %v from %+d, loaded %d; want the 5 new points alone, from %+d",
+						rd.name, skipIdle, now-t0, tg.Tail, tg.Start-t0, n, newest-5*minute+1-t0)
+				}
+				if _, ok := w.Row("v", late); ok {
+					t.Fatalf("%s, skip_idle %v: the late point landed before the re-read: a read of the new points reached below the mark", rd.name, skipIdle)
+				}
+			}
+			// Nothing new; the recheck period has passed: the re-read
+			// loads the lookback again, the late point with it.
+			now = rereadAt + period
+			tg, n := cycle(now)
+			if tg.Tail || tg.Start > late || n < 60 {
+				t.Fatalf("%s, skip_idle %v: cycle one recheck period after the last re-read: tail %v from %+d, loaded %d; want a re-read of the lookback from at most %+d",
+					rd.name, skipIdle, tg.Tail, tg.Start-t0, n, late-t0)
+			}
+			if _, ok := w.Row("v", late); !ok {
+				t.Fatalf("%s, skip_idle %v: the late point did not land with the re-read", rd.name, skipIdle)
+			}
+			pipelinetest.CheckLoaded(t, src, w, []string{"v"})
+			if m := st.Marks()["v"]; m.RecheckedMs != now || m.CheckedMs != now {
+				t.Fatalf("%s, skip_idle %v: mark after the re-read %+v; want RecheckedMs and CheckedMs at its end %d", rd.name, skipIdle, m, now)
+			}
+		}
+	}
+}
