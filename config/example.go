@@ -65,7 +65,8 @@ sync:
   # When "fleetsync run" starts a cycle: a cron expression of five fields, or
   # a descriptor such as @hourly or "@every 10m". "fleetsync sync" ignores it.
   schedule: "*/5 * * * *"
-  # How far behind each high-water mark every cycle re-reads, for late points.
+  # How far behind each high-water mark a variable's re-read starts, for late
+  # points (once per idle_recheck; the cycles between read after the mark).
   lookback: 1h
   # The raw-series limit per variable; a frame that returns this many rows
   # may have been cut and is re-read in smaller windows.

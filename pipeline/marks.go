@@ -51,9 +51,17 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 	// debt it leaves as it was.
 	rechecked, started := t.End, o.StartMs
 	if t.Tail {
-		rechecked = t.Mark.RecheckedMs
+		rechecked = lastReread(t.Mark)
 		if started <= t.Start {
 			started = 0
+		}
+		if la != t.Mark.LastActivityMs && o.MaxTs == 0 && o.FutureMs == 0 {
+			// lastActivity moved, yet nothing was written after the mark:
+			// what moved it lies at or below the mark (a late point, under
+			// the readings where a late write moves it). The next cycle
+			// re-reads, and until then the old lastActivity keeps the
+			// variable lagging in status and from being skipped as idle.
+			rechecked, la = rereadAsked, t.Mark.LastActivityMs
 		}
 	}
 	return Mark{
@@ -67,6 +75,10 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 		UpdatedAt:      time.Now().UTC(),
 	}, true
 }
+
+// rereadAsked is the RecheckedMs of a mark whose next read must be a
+// re-read: the earliest instant a mark can record, as old as can be.
+const rereadAsked = 1
 
 // BackfillMark is the MarkFunc of a backfill whose reads start no lower
 // than floor: a mark moves only where the backfill joined up with what the

@@ -48,7 +48,13 @@ func TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween(t *tes
 		{"re-read one period ago", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - period}, recheck, true, reread, hwm - lookback},
 		{"re-read one period ago, owing points from earlier", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - period, RereadMs: hwm - 3*lookback}, recheck, true, reread, hwm - 3*lookback},
 		{"re-read just inside the period", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - period + 1, RecheckedMs: end - period + 1}, recheck, true, skip, 0},
-		{"never re-read", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1}, recheck, true, reread, hwm - lookback},
+		{"never re-read (a backfill's mark)", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42}, recheck, true, reread, hwm - lookback},
+		// Schema 6 and older: every complete read was a re-read.
+		{"a mark from before rechecked_ms, read just now", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1}, recheck, true, skip, 0},
+		{"a mark from before rechecked_ms, active", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1}, recheck, true, tail, hwm + 1},
+		{"a mark from before rechecked_ms, read one period ago", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - period}, recheck, true, reread, hwm - lookback},
+		{"a re-read on record ahead of the clock", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end + 86_400_000, RecheckedMs: end + 86_400_000}, recheck, true, reread, hwm - lookback},
+		{"a re-read asked for", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: 1}, recheck, true, reread, hwm - lookback},
 		{"lastActivity moved", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - 1, RereadMs: hwm - 3*lookback}, recheck, true, tail, hwm + 1},
 		{"lastActivity moved, re-read due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - period}, recheck, true, reread, hwm - lookback},
 		{"a point ahead fell due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1, FutureMs: end}, recheck, true, tail, hwm + 1},
@@ -80,6 +86,9 @@ func TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween(t *tes
 			}
 			if tg.Tail && tg.Reread != owed {
 				t.Errorf("%s: the read of the new points commits RereadMs %d, want what the mark owed, %d", c.name, tg.Reread, owed)
+			}
+			if tg.Tail && tg.From != c.mark.HwmMs+1 {
+				t.Errorf("%s: the read of the new points answers from %d, want just after the mark, %d, whatever the floor", c.name, tg.From, c.mark.HwmMs+1)
 			}
 		}
 	}

@@ -116,7 +116,7 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			// Its new points alone: what lies at or below the mark was
 			// read by the last re-read, or is owed to the next one.
 			start := max(o.Floor, m.HwmMs+1)
-			fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: start,
+			fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: m.HwmMs + 1,
 				Reread: windowFrom(m, ok, lookback), Tail: true, ReadFuture: true})
 			continue
 		}
@@ -162,17 +162,31 @@ func rereadOf(m Mark, ok bool, lookbackMs, start int64) int64 {
 
 // rereadDue reports whether a variable with mark m (ok false: none) is to
 // be re-read from its mark's lookback: it has no mark or no re-read on
-// record, or its last re-read is its recheck period old. lastActivity is a
+// record, its last re-read is its recheck period old, or ahead of the
+// cycle's end (a clock that was ahead, or stepped back since: trusting it
+// would put the re-read off by the skew). lastActivity is a
 // hint whose meaning the spec leaves open (a late point may not move it,
 // nor a point written while a read ran), so a point at or below the mark
 // is found by the re-read alone, whatever lastActivity says; reading only
 // after the mark in between is what keeps a cycle's cost to its new
 // points (docs/reliability.md, "Late points").
 func rereadDue(v Variable, m Mark, ok bool, o PlanOptions) bool {
-	if !ok || m.RecheckedMs <= 0 || o.IdleRecheck <= 0 {
+	last := lastReread(m)
+	if !ok || last <= 0 || last > o.End || o.IdleRecheck <= 0 {
 		return true
 	}
-	return o.End-m.RecheckedMs >= RecheckPeriod(v.ID, o.IdleRecheck).Milliseconds()
+	return o.End-last >= RecheckPeriod(v.ID, o.IdleRecheck).Milliseconds()
+}
+
+// lastReread is the end of m's last re-read, 0 when none is on record. A
+// mark written before RecheckedMs existed (schema 6 and older) has none,
+// but then every complete read was a re-read: its CheckedMs stands in, so
+// that an upgrade does not re-read the whole fleet at once.
+func lastReread(m Mark) int64 {
+	if m.RecheckedMs != 0 {
+		return m.RecheckedMs
+	}
+	return m.CheckedMs
 }
 
 // idle reports whether a variable with mark m, between re-reads, has

@@ -112,3 +112,69 @@ func TestBetweenRereadsACycleLoadsTheNewPointsAloneAndTheReReadLandsTheLatePoint
 		}
 	}
 }
+
+// TestAReadAfterTheMarkThatFindsNothingThoughLastActivityMovedAsksForAReRead:
+// under the reading where every write moves lastActivity, a late point's
+// write moves it; the read after the mark finds nothing new, so what moved
+// it lies at or below the mark. The variable stays lagging (its old
+// lastActivity is kept) and the next cycle re-reads it, which lands the
+// point. Where lastActivity is the newest point's timestamp, a late point
+// does not move it, and the point waits for the periodic re-read.
+func TestAReadAfterTheMarkThatFindsNothingThoughLastActivityMovedAsksForAReRead(t *testing.T) {
+	const (
+		minute = int64(60_000)
+		t0     = int64(1_700_000_000_000)
+	)
+	lookback, recheck := time.Hour, time.Hour
+	floor := t0 - 100*time.Hour.Milliseconds()
+	for _, everyWrite := range []bool{true, false} {
+		src := &pipelinetest.Source{}
+		w := &pipelinetest.Writer{}
+		st := &pipelinetest.Store{}
+		for ts := t0 - 120*minute; ts <= t0; ts += minute {
+			src.Add("v", pipeline.Point{TsMs: ts, Value: 1, Context: []byte("{}")})
+		}
+		v := pipeline.Variable{ID: "v", DeviceID: "d", LastActivityMs: t0}
+		// cycle runs one cycle and returns its target, Tail set to say it
+		// was skipped as idle when it planned none.
+		cycle := func(now int64) pipeline.Target {
+			t.Helper()
+			marks, _ := st.Load(context.Background())
+			targets, skipped := pipeline.Plan([]pipeline.Variable{v}, marks, pipeline.PlanOptions{Lookback: lookback, Floor: floor, End: now, SkipIdle: true, IdleRecheck: recheck})
+			if skipped == 1 {
+				return pipeline.Target{Tail: true}
+			}
+			if res := runCycle(t, src, st, w, targets, 1000); len(res.Failed) > 0 {
+				t.Fatalf("cycle at %d failed: %v", now, res.Failed)
+			}
+			return targets[0]
+		}
+		lag := func(now int64) time.Duration {
+			return pipeline.Lag([]pipeline.Variable{v}, st.Marks(), floor, now)[0].Lag
+		}
+		cycle(t0 + 1000)
+		late := t0 - 30*minute
+		src.Add("v", pipeline.Point{TsMs: late - 500, Value: 2, Context: []byte("{}")})
+		if everyWrite {
+			v.LastActivityMs = t0 + 2*minute
+		}
+		if tg := cycle(t0 + 5*minute); !tg.Tail {
+			t.Fatalf("every write %v: the cycle after the late write re-read; want a read after the mark, or none (the last re-read is 5 min old)", everyWrite)
+		}
+		m := st.Marks()["v"]
+		switch {
+		case everyWrite && (m.RecheckedMs != 1 || lag(t0+6*minute) == 0):
+			t.Fatalf("every write: a read after the mark found nothing though lastActivity moved: mark %+v, lag %v; want a re-read asked (RecheckedMs 1) and the variable lagging", m, lag(t0+6*minute))
+		case !everyWrite && m.RecheckedMs != t0+1000:
+			t.Fatalf("newest timestamp: mark %+v; want the last re-read kept (%d): nothing says a point is missing", m, t0+1000)
+		}
+		tg := cycle(t0 + 10*minute)
+		_, landed := w.Row("v", late-500)
+		if everyWrite && (tg.Tail || !landed || lag(t0+11*minute) != 0) {
+			t.Fatalf("every write: the cycle after the empty read: tail %v, late point landed %v, lag %v; want the re-read to land it and the lag to clear", tg.Tail, landed, lag(t0+11*minute))
+		}
+		if !everyWrite && landed {
+			t.Fatalf("newest timestamp: the late point landed before the re-read, with nothing to say it existed")
+		}
+	}
+}

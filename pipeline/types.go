@@ -103,9 +103,11 @@ type Mark struct {
 	// that started at min(HwmMs - lookback, RereadMs) of the mark it was
 	// planned with. Between re-reads a cycle reads only the points after
 	// the mark (Target.Tail); once RecheckedMs is the variable's recheck
-	// period old (RecheckPeriod), the variable is re-read. 0 when unknown
-	// (marks written before it existed, or a variable never re-read),
-	// which makes the next read a re-read.
+	// period old (RecheckPeriod), the variable is re-read. 0 when unknown:
+	// a variable never re-read, whose next read is a re-read, or a mark
+	// written before it existed, whose CheckedMs stands in (every complete
+	// read was a re-read then). 1 asks for a re-read in the next cycle (a
+	// read after the mark found nothing though lastActivity moved).
 	RecheckedMs int64
 	UpdatedAt   time.Time
 }
