@@ -17,23 +17,25 @@ import (
 // inside the lookback of the mark in force when it was written. The cycle
 // commits M + 3h; the point must still land within idle_recheck plus one
 // schedule period, under every reading of lastActivity.
+// lastActivityReadings are the meanings the spec leaves lastActivity:
+// la is a variable's lastActivity once the points up to newest (by
+// timestamp) were written, the last of them at wall time now.
+var lastActivityReadings = []struct {
+	name string
+	la   func(newest, now int64) int64
+}{
+	{"updated on every write", func(_, now int64) int64 { return now }},
+	{"the newest point's own timestamp", func(newest, _ int64) int64 { return newest }},
+	{"absent", func(int64, int64) int64 { return 0 }},
+}
+
 func TestALatePointWrittenWhileACycleRunsLandsThoughTheCycleMovesTheMark(t *testing.T) {
 	const (
 		hour = int64(3_600_000)
 		t0   = int64(1_700_002_800_000) // an hour's start
 	)
 	lookback, recheck, period := time.Hour, 2*time.Hour, hour
-	readings := []struct {
-		name string
-		// la is the variable's lastActivity once the points up to newest
-		// (by timestamp) were written, the last of them at wall time now.
-		la func(newest, now int64) int64
-	}{
-		{"updated on every write", func(_, now int64) int64 { return now }},
-		{"the newest point's own timestamp", func(newest, _ int64) int64 { return newest }},
-		{"absent", func(int64, int64) int64 { return 0 }},
-	}
-	for _, rd := range readings {
+	for _, rd := range lastActivityReadings {
 		for _, skipIdle := range []bool{false, true} {
 			// The source writes the armed point right after it has served
 			// the first raw-series request of a cycle it is armed for: a

@@ -23,15 +23,7 @@ func TestBetweenRereadsACycleLoadsTheNewPointsAloneAndTheReReadLandsTheLatePoint
 	)
 	lookback, recheck := time.Hour, time.Hour
 	period := pipeline.RecheckPeriod("v", recheck).Milliseconds()
-	readings := []struct {
-		name string
-		la   func(newest, now int64) int64
-	}{
-		{"updated on every write", func(_, now int64) int64 { return now }},
-		{"the newest point's own timestamp", func(newest, _ int64) int64 { return newest }},
-		{"absent", func(int64, int64) int64 { return 0 }},
-	}
-	for _, rd := range readings {
+	for _, rd := range lastActivityReadings {
 		for _, skipIdle := range []bool{false, true} {
 			src := &pipelinetest.Source{}
 			var mu sync.Mutex
