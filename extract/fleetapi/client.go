@@ -115,6 +115,8 @@ type Client struct {
 	pageSize atomic.Int64
 	ua       string
 	now      func() time.Time
+	// orgsDenied is the organization list's refusal to the current token.
+	orgsDenied deniedList
 }
 
 // New checks cfg, fills its defaults and builds a Client. logger may be nil

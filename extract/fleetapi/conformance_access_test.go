@@ -289,3 +289,48 @@ func TestSpec_DataRetentionWindowIs24MonthsByDefault(t *testing.T) {
 		t.Errorf("731 days back: %v, want a 403003 naming the 24-month limit", err)
 	}
 }
+
+// TestARefusedOrganizationListIsNotAskedForAgainWithTheSameToken: the
+// organizations are refused to an ordinary token; asked again with it, the
+// client answers the same refusal without a request, and asks afresh once
+// the token file holds another token, which may read them.
+func TestARefusedOrganizationListIsNotAskedForAgainWithTheSameToken(t *testing.T) {
+	e := newConf(t, fleetsim.Options{})
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte(tokOrdinary+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := e.client(FileToken(path), nil)
+	orgs := func() (int, error) {
+		n := 0
+		err := c.Organizations(bg, func(Organization) error { n++; return nil })
+		return n, err
+	}
+	asked := func() int {
+		n := 0
+		for _, r := range e.requests() {
+			if r.path == "/api/v2.0/organizations/" {
+				n++
+			}
+		}
+		return n
+	}
+	for i := range 3 {
+		_, err := orgs()
+		if ae := apiErr(t, err); ae.Status != 403 || !ae.PermissionDenied() {
+			t.Fatalf("read %d with an ordinary token: %v, want the 403 refusal", i+1, err)
+		}
+	}
+	if n := asked(); n != 1 {
+		t.Fatalf("the organizations were asked for %d times with one ordinary token, want once", n)
+	}
+	if err := os.WriteFile(path, []byte(tokOrg+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RefreshToken(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := orgs(); err != nil || n == 0 || asked() != 2 {
+		t.Fatalf("after a rotation to an organization token: %d organizations, %v, %d requests in all; want them read with a second request", n, err, asked())
+	}
+}

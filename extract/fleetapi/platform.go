@@ -369,10 +369,22 @@ func (o orgJSON) org() Organization {
 
 // Organizations calls fn for every organization (GET /organizations/). It
 // needs an organization- or account-scoped token; an ordinary one gets a
-// 403 *APIError with a detail and no code.
+// 403 *APIError with a detail and no code, which is kept for that token:
+// asked again with it, the client answers the same without a request. A
+// new token (a rotation through the token file) is asked afresh.
 func (c *Client) Organizations(ctx context.Context, fn func(Organization) error) error {
-	return listPages(ctx, c, epOrganizations, c.apiURL(platformPrefix, "/organizations/", c.listQuery()),
+	h, ok := c.tokenHash()
+	if ok {
+		if err := c.orgsDenied.seen(h); err != nil {
+			return err
+		}
+	}
+	err := listPages(ctx, c, epOrganizations, c.apiURL(platformPrefix, "/organizations/", c.listQuery()),
 		func(o orgJSON) error { return fn(o.org()) })
+	if ok {
+		c.orgsDenied.note(h, err)
+	}
+	return err
 }
 
 // Organization reads one organization by id or `~label`; the same token rule
