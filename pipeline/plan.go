@@ -196,8 +196,8 @@ func idle(v Variable, m Mark, o PlanOptions) bool {
 	return v.LastActivityMs == m.LastActivityMs && m.CheckedMs > 0 && (m.FutureMs == 0 || m.FutureMs > o.End)
 }
 
-// RecheckPeriod is how long a variable may go unread while its
-// lastActivity stays the same: a stable fraction, between half and all of
+// RecheckPeriod is how long a variable goes between re-reads of its
+// lookback (see rereadDue): a stable fraction, between half and all of
 // recheck, taken from a hash of its id. Spreading the periods spreads the
 // re-reads of a fleet whose variables were all read in one cycle over the
 // following cycles, instead of repeating that cycle's cost once a period.
