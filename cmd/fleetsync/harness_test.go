@@ -145,7 +145,13 @@ func newClusterWorld(t testing.TB, o worldOpts) *world {
 		o.cluster = chtest.Cluster(t)
 	}
 	o.source = "retry_max_elapsed: 30s\n" + o.source
-	o.sync = "lease_ttl: 30s\n" + o.sync
+	// The cluster tests hold every point, late and rewritten ones
+	// included, to land in the next cycle through the cluster's changes:
+	// idle_recheck 1ms makes every cycle re-read each variable's lookback.
+	// The reads after the mark between re-reads are the engine's, the same
+	// on one server or many (pipeline's tests, the simulation, and the
+	// end-to-end tests on one server).
+	o.sync = "lease_ttl: 30s\nidle_recheck: 1ms\n" + o.sync
 	o.clickhouse = "retry_max_elapsed: 60s\n" + o.clickhouse
 	return startWorld(t, o, fleetsim.Options{Seed: 11, Devices: 4, Variables: 4, Points: 300, Span: 30 * 24 * time.Hour})
 }
