@@ -190,8 +190,21 @@ func TestAnIncrementalCycleOverTenThousandVariablesAtFourRequestsPerSecondTakesU
 	cycle := func(offset int) (took time.Duration, requests, throttled int, logs string) {
 		now := time.Now().UnixMilli()
 		for k := range len(ids) / 100 {
-			pts := []fleetsim.SimPoint{{TimestampMs: now - 3000, Value: 1}, {TimestampMs: now - 2000, Value: 2}, {TimestampMs: now - 1000, Value: 3}}
-			if err := w.sim.AddPoints(ids[k*100+offset], pts); err != nil {
+			// New points: stamped after the variable's newest, which the
+			// generated history puts at fleetsim's start, a moment ago
+			// (points behind it would be late ones, which wait for the
+			// variable's re-read).
+			id := ids[k*100+offset]
+			newest := int64(0)
+			if old := w.sim.Points(id); len(old) > 0 {
+				newest = old[len(old)-1].TimestampMs
+			}
+			if now-newest < 4 {
+				t.Fatalf("%s's newest point is %d ms old: no room for three new ones before now", id, now-newest)
+			}
+			step := min((now-newest)/4, 1000)
+			pts := []fleetsim.SimPoint{{TimestampMs: now - 3*step, Value: 1}, {TimestampMs: now - 2*step, Value: 2}, {TimestampMs: now - step, Value: 3}}
+			if err := w.sim.AddPoints(id, pts); err != nil {
 				t.Fatal(err)
 			}
 		}
