@@ -258,18 +258,22 @@ func (p *simProc) rolled(touched []analyst.Range, snapped int64) {
 // lookback of the mark in force when it was written (a point the
 // contract does not promise to load), and its hour stays without it
 // until `fleetsync rollup` or `verify --repair` covers it
-// (docs/reliability.md, "Crashes"). checkTables allows exactly those
-// points to be missing from their rows. Caller holds w.mu.
+// (docs/reliability.md, "Crashes"). A point the contract promises is
+// read again, but only by the variable's next re-read when the mark moved
+// past it (reads after the mark start above it): until a re-read begun
+// after the run ended has landed, it may be missing too. checkTables
+// allows exactly those points to be missing from their rows. Caller
+// holds w.mu.
 func (w *simWorld) orphan(p *simProc) {
 	for id, rows := range p.unrolled {
 		for ts := range rows {
 			if w.orphans == nil {
-				w.orphans = map[string]map[int64]bool{}
+				w.orphans = map[string]map[int64]int64{}
 			}
 			if w.orphans[id] == nil {
-				w.orphans[id] = map[int64]bool{}
+				w.orphans[id] = map[int64]int64{}
 			}
-			w.orphans[id][ts] = true
+			w.orphans[id][ts] = w.runs
 		}
 	}
 }
@@ -277,8 +281,12 @@ func (w *simWorld) orphan(p *simProc) {
 // unpromisedOrphan says whether v's stored point at ts may be missing
 // from its hourly row (see orphan). Caller holds w.mu.
 func (w *simWorld) unpromisedOrphan(v *simVar, ts int64) bool {
-	if !w.orphans[v.id][ts] {
+	orphaned, ok := w.orphans[v.id][ts]
+	if !ok {
 		return false
+	}
+	if rr, ok := w.rereads[v.id]; !ok || rr.run <= orphaned {
+		return true
 	}
 	i, ok := slices.BinarySearchFunc(v.points, ts, func(p simPoint, t int64) int { return cmpInt(p.ts, t) })
 	return ok && v.points[i].ts < v.points[i].from

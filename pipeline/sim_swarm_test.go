@@ -411,6 +411,8 @@ func (w *simWorld) backfillBounds(r *rand.Rand, from, to int64) (int64, int64) {
 type simRead struct {
 	start, end int64
 	above      int64
+	// run is the number of the run that read (simProc.run).
+	run int64
 	// endMs is the end of the read's window (Mark.CheckedMs).
 	endMs int64
 }
@@ -451,7 +453,7 @@ func (w *simWorld) noteRead(p *simProc, m Mark) {
 	if w.reads == nil {
 		w.reads, w.rereads, w.owes = map[string]simRead{}, map[string]simRead{}, map[string][]simRead{}
 	}
-	run := simRead{start: p.startSeq, end: w.seq, above: math.MinInt64, endMs: m.CheckedMs}
+	run := simRead{start: p.startSeq, end: w.seq, above: math.MinInt64, endMs: m.CheckedMs, run: p.run}
 	switch {
 	case strings.HasPrefix(p.name, "backfill"):
 		w.owes[m.VariableID] = append(w.owes[m.VariableID], run)

@@ -257,7 +257,8 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w.mu.Lock()
-	p.cancel, p.startSeq = cancel, w.seq
+	w.runs++
+	p.cancel, p.startSeq, p.run = cancel, w.seq, w.runs
 	p.startPubs, p.startHolders = len(w.watermarks), w.holders()
 	w.mu.Unlock()
 	src := simSource{p}

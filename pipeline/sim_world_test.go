@@ -192,8 +192,10 @@ type simWorld struct {
 	// owes is, per variable, the runs whose writes its mark may still
 	// owe (see noteRead).
 	owes map[string][]simRead
-	// orphans and stores: see sim_rollup_test.go's orphans.
-	orphans map[string]map[int64]bool
+	// orphans and stores: see sim_rollup_test.go's orphans; runs counts
+	// the runs begun (simProc.run).
+	orphans map[string]map[int64]int64
+	runs    int64
 	stores  int64
 	// unfinished are the ranges of the backfills that failed in the
 	// last step, which the operator runs again (sim_swarm_test.go).
@@ -421,6 +423,8 @@ type simProc struct {
 	// startSeq is the world's write counter when its run began: points
 	// written after it need not be loaded by the run's marks.
 	startSeq int64
+	// run numbers the runs in the order they began (simWorld.runs).
+	run int64
 	// tails are the variables whose last target done in the run read
 	// the points after its mark alone (Target.Tail), with the mark it
 	// was planned with (simPlans). Guarded by w.mu.
