@@ -36,10 +36,10 @@ type MarkFunc func(t Target, o Outcome) (m Mark, ok bool)
 // greatest loaded timestamp, never backwards, and records what the read
 // covered: its end (CheckedMs, and RecheckedMs for a re-read), where the
 // next re-read must start at the latest (RereadMs), the earliest point it
-// saw beyond its end, and the lastActivity the walk saw before it. A lastActivity past the read's
-// end is not recorded (the previous one is kept): it may stand for a point
-// the read stopped short of, and recording it would let the next cycle skip
-// the variable.
+// saw beyond its end, and the lastActivity the walk saw before it. A
+// lastActivity past the read's end is not recorded (the previous one is
+// kept): it may stand for a point the read stopped short of, and recording
+// it would let the next cycle skip the variable.
 func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 	la := t.Variable.LastActivityMs
 	if la > t.End {
