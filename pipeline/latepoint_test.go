@@ -150,12 +150,19 @@ func TestTheNextReadStartsWhereTheMarkInForceStillOwesPoints(t *testing.T) {
 	if tg.Start != 89*hour {
 		t.Fatalf("legacy mark: start %d, want %d", tg.Start, 89*hour)
 	}
-	// A backfill that moves the mark keeps what the mark in force owes.
+	// A backfill that read what the mark in force owes pays it, and owes
+	// what a re-read planned with that mark would: from its lookback.
 	bf := pipeline.BackfillMark(1000, lookback.Milliseconds())
 	held := pipeline.Mark{VariableID: "v", HwmMs: 90 * hour, RereadMs: 80 * hour, CheckedMs: 95 * hour}
 	got, ok := bf(pipeline.Target{Variable: v, Start: 70 * hour, End: 99 * hour, Mark: held, HasMark: true}, pipeline.Outcome{MaxTs: 99 * hour})
-	if !ok || got.HwmMs != 99*hour || got.RereadMs != 80*hour || got.CheckedMs != 95*hour {
-		t.Fatalf("backfill mark %+v (ok %v): want hwm %d, reread %d, checked %d", got, ok, 99*hour, 80*hour, 95*hour)
+	if !ok || got.HwmMs != 99*hour || got.RereadMs != 89*hour || got.CheckedMs != 95*hour {
+		t.Fatalf("backfill mark %+v (ok %v): want hwm %d, reread %d, checked %d", got, ok, 99*hour, 89*hour, 95*hour)
+	}
+	// One that started above the debt leaves the mark alone: the mark it
+	// would commit keeps a debt a cycle beside it may have paid, and the
+	// next cycle would read below a watermark that cycle published.
+	if got, ok := bf(pipeline.Target{Variable: v, Start: 85 * hour, End: 99 * hour, Mark: held, HasMark: true}, pipeline.Outcome{MaxTs: 99 * hour}); ok {
+		t.Fatalf("a backfill from above the debt committed %+v, want no mark", got)
 	}
 	got, ok = bf(pipeline.Target{Variable: v, Start: 70 * hour, End: 99 * hour, Mark: pipeline.Mark{VariableID: "v", HwmMs: 90 * hour}, HasMark: true}, pipeline.Outcome{MaxTs: 99 * hour})
 	if !ok || got.RereadMs != 89*hour {

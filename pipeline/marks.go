@@ -86,23 +86,24 @@ const rereadAsked = 1
 func BackfillMark(floor, lookbackMs int64) MarkFunc {
 	return func(t Target, o Outcome) (Mark, bool) {
 		// Joined up means the backfill read all that the next cycle would
-		// have: from the mark's lookback on (a late point may have landed
-		// there since the mark was written), or from the floor.
-		joined := t.Start <= floor || (t.HasMark && t.Start <= t.Mark.HwmMs-lookbackMs)
+		// have: from where the mark's next re-read starts (its lookback, or
+		// lower where it still owes points: a late point may have landed
+		// there since the mark was written), or from the floor. A backfill
+		// that started above a debt leaves the mark to the cycles: the
+		// mark it would commit would keep that debt, and a cycle beside it
+		// may have paid it and published a watermark above it meanwhile.
+		joined := t.Start <= floor || (t.HasMark && t.Mark.HwmMs > 0 && t.Start <= windowFrom(t.Mark, true, lookbackMs))
 		if !joined || o.MaxTs <= t.Mark.HwmMs {
 			return Mark{}, false
 		}
 		// A backfill reads a closed range and says nothing of what came
 		// after it: the read position and lastActivity of the last cycle
-		// stay as they were, and so does what the mark in force still owes
-		// (a point written while the backfill ran, from that mark's
-		// lookback on, or from the floor without one).
+		// stay as they were. It read what the mark in force owed, and owes
+		// what a re-read planned with that mark would: a point written
+		// while it ran, from that mark's lookback on (from its start
+		// without one).
 		m := t.Mark
-		owed := t.Start
-		if t.HasMark && t.Mark.HwmMs > 0 {
-			owed = windowFrom(t.Mark, true, lookbackMs)
-		}
-		m.VariableID, m.HwmMs, m.RereadMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, owed, time.Now().UTC()
+		m.VariableID, m.HwmMs, m.RereadMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, rereadOf(t.Mark, t.HasMark, lookbackMs, t.Start), time.Now().UTC()
 		return m, true
 	}
 }

@@ -39,6 +39,10 @@ func TestBackfillMarkMovesOnlyWhereTheBackfillJoinedUpAndOnlyForwards(t *testing
 		}
 		return tg
 	}
+	owing := func(tg Target, reread int64) Target {
+		tg.Mark.RereadMs = reread
+		return tg
+	}
 	cases := []struct {
 		name  string
 		t     Target
@@ -50,6 +54,8 @@ func TestBackfillMarkMovesOnlyWhereTheBackfillJoinedUpAndOnlyForwards(t *testing
 		{"a mark that loaded nothing, read from the floor", target(floor, true, 0), 5000, true},
 		{"read from the mark's lookback exactly", target(4900, true, 5000), 6000, true},
 		{"read from a millisecond after the mark's lookback", target(4901, true, 5000), 6000, false},
+		{"read from the mark's lookback, above what it owes", owing(target(4900, true, 5000), 4000), 6000, false},
+		{"read from what the mark owes exactly", owing(target(4000, true, 5000), 4000), 6000, true},
 		{"loaded up to the mark exactly", target(floor, true, 5000), 5000, false},
 		{"loaded a millisecond past the mark", target(floor, true, 5000), 5001, true},
 	}

@@ -14,13 +14,12 @@ import (
 // every INSERT of a run that began after the publication is held to it:
 // no row of such a variable stamped before it that the warehouse did not
 // hold already (the contract: a cycle never loads a point stamped before
-// a watermark published earlier; backfills are exempt and say so). A row
-// it held is loaded again, unchanged, when a backfill beside a cycle
-// commits a mark that keeps the debt of the mark it was planned with,
-// which the cycle paid meanwhile (Mark.RereadMs): the next read starts
-// lower than it needs to, and nothing stored changes. A variable a shifting page dropped
-// from the publisher's walk is not held to it: the watermark covers the
-// variables the walk listed (docs/reliability.md says so).
+// a watermark published earlier; backfills are exempt and say so), not
+// even one the warehouse holds already: a read that starts below the
+// watermark can find a point written after it was published. A variable a
+// shifting page dropped from the publisher's walk is not held to it: the
+// watermark covers the variables the walk listed (docs/reliability.md says
+// so).
 
 // simWatermark is one publication.
 type simWatermark struct {
@@ -74,7 +73,7 @@ func (w *simWorld) checkWatermarks(p *simProc, rows []Row) {
 	}
 	for _, wm := range w.watermarks[:p.startPubs] {
 		for _, r := range rows {
-			if _, had := w.stored[r.VariableID][r.TsMs]; wm.holders[r.VariableID] && r.TsMs < wm.ms && !had {
+			if wm.holders[r.VariableID] && r.TsMs < wm.ms {
 				w.violate("%s loaded %s@%+d, stamped before the watermark %+d published before it began", p.name, r.VariableID, r.TsMs-simStart, wm.ms-simStart)
 				return
 			}

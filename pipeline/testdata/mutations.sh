@@ -19,7 +19,8 @@ seeds=${SEEDS:-2000}
 mutations=(
   'idle|pipeline/plan.go|s/case m\.FutureMs != 0 && m\.FutureMs <= o\.End:/case false:/'
   'lastactivity|pipeline/marks.go|s/if la > t\.End \{/if false {/'
-  'joined|pipeline/marks.go|s/t\.Start <= t\.Mark\.HwmMs-lookbackMs/t.Start <= t.Mark.HwmMs/'
+  'joined|pipeline/marks.go|s/t\.Start <= windowFrom\(t\.Mark, true, lookbackMs\)/t.Start <= t.Mark.HwmMs/'
+  'debt|pipeline/marks.go|s/t\.Start <= windowFrom\(t\.Mark, true, lookbackMs\)/t.Start <= t.Mark.HwmMs-lookbackMs/'
   'rollup|load/analyst/analyst.go|s/FromMs: min\(d\.MinTs, d\.From\)/FromMs: d.MinTs/'
   'recompute|load/analyst/analyst.go|s/if err != nil \{\n(\t\t\treturn fmt\.Errorf\("recompute)/if false {\n$1/'
   'split|pipeline/split.go|s/start: mid \+ 1, end: req\.end, open: req\.open/start: mid + 2, end: req.end, open: req.open/'
@@ -31,6 +32,7 @@ describe() {
   idle) echo "skip-idle without the due-future check (plan.go idle)" ;;
   lastactivity) echo "lastActivity recorded past the read's end (marks.go IncrementalMark)" ;;
   joined) echo "a backfill joins up without the lookback (marks.go BackfillMark)" ;;
+  debt) echo "a backfill joins up above what the mark owes (marks.go BackfillMark)" ;;
   rollup) echo "the rollup range not widened to From (load/analyst RangeOf)" ;;
   recompute) echo "marks committed after a failed recompute (load/analyst link)" ;;
   split) echo "a split off by one, mid+2 (split.go halves)" ;;
