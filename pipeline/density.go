@@ -40,12 +40,11 @@ import (
 // (null rows excluded), the smallest and greatest timestamp among them, and
 // whether they came sorted ascending or descending (ties allowed).
 type frameStats struct {
-	points     int
-	min, max   int64
-	asc, desc  bool
-	started    bool
-	last       int64
-	futureSeen int64
+	points    int
+	min, max  int64
+	asc, desc bool
+	started   bool
+	last      int64
 	// loaded is the rows of the frame appended to the chunk (those inside
 	// its target's window).
 	loaded int
@@ -317,22 +316,15 @@ func (pr *prover) failed(variables int, err error) {
 }
 
 // noteProofs notes on the targets what the proofs of a request's cut
-// frames showed, reach being how far the request read: the earliest point
-// ahead that a frame proven up to reach saw is the earliest there is, and
-// the rows of a frame left, but for those in its proven inner window, are
-// loaded again by its re-reads (reloaded), so that the rows-served ratio
-// counts each point once. The caller holds the reader's lock.
-func noteProofs(reach int64, left, whole []cutFrame) {
-	for _, c := range whole {
-		c.t.futureMs = earliest(c.t.futureMs, c.stats.futureSeen)
-	}
+// frames showed: the rows of a frame left, but for those in its proven
+// inner window, are loaded again by its re-reads (reloaded), so that the
+// rows-served ratio counts each point once. The caller holds the reader's
+// lock.
+func noteProofs(left []cutFrame) {
 	for _, c := range left {
 		n := c.stats.loaded
 		if c.inner {
 			n = max(n-between(c.ts, c.innerLo, c.innerHi), 0)
-			if c.innerHi == reach {
-				c.t.futureMs = earliest(c.t.futureMs, c.stats.futureSeen)
-			}
 		}
 		c.t.reloaded += int64(n)
 	}

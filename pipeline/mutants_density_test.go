@@ -145,19 +145,18 @@ func TestProveProvesWhatTheCountsShowWholeDownToZeroPointsAndOneMillisecond(t *t
 	})
 }
 
-func TestNoteProofsNotesTheFutureOnlyOfFramesProvenUpToTheReach(t *testing.T) {
+func TestNoteProofsCountsTheRowsLeftOutsideTheProvenWindowsAsReloaded(t *testing.T) {
 	const reach = 1000
 	upTo := &targetState{Target: Target{Variable: Variable{ID: "a"}}}
 	short := &targetState{Target: Target{Variable: Variable{ID: "b"}}}
+	unproven := &targetState{Target: Target{Variable: Variable{ID: "c"}}}
 	left := []cutFrame{
-		{t: upTo, stats: frameStats{futureSeen: 7000, loaded: 10}, ts: tsRange(991, 1000), inner: true, innerLo: 995, innerHi: reach},
-		{t: short, stats: frameStats{futureSeen: 8000, loaded: 10}, ts: tsRange(990, 999), inner: true, innerLo: 995, innerHi: reach - 1},
+		{t: upTo, stats: frameStats{loaded: 10}, ts: tsRange(991, 1000), inner: true, innerLo: 995, innerHi: reach},
+		{t: short, stats: frameStats{loaded: 10}, ts: tsRange(990, 999), inner: true, innerLo: 995, innerHi: reach - 1},
+		{t: unproven, stats: frameStats{loaded: 10}, ts: tsRange(990, 999)},
 	}
-	noteProofs(reach, left, nil)
-	if upTo.futureMs != 7000 || short.futureMs != 0 {
-		t.Errorf("futures %d and %d, want 7000 (proven up to the reach: nothing hid an earlier one) and 0 (not proven there)", upTo.futureMs, short.futureMs)
-	}
-	if upTo.reloaded != 4 || short.reloaded != 5 {
-		t.Errorf("reloaded %d and %d, want 4 and 5 (the rows outside the proven windows)", upTo.reloaded, short.reloaded)
+	noteProofs(left)
+	if upTo.reloaded != 4 || short.reloaded != 5 || unproven.reloaded != 10 {
+		t.Errorf("reloaded %d, %d and %d, want 4, 5 and 10 (the rows outside the proven windows)", upTo.reloaded, short.reloaded, unproven.reloaded)
 	}
 }

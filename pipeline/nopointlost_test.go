@@ -310,3 +310,73 @@ func TestIncrementalMarkNeverRecordsALastActivityPastTheReadsEnd(t *testing.T) {
 		t.Fatalf("mark %+v; want lastActivity 1500 and FutureMs 1600 recorded", m)
 	}
 }
+
+// TestEngineNotesThePointAheadACutFrameShowed holds the earliest point
+// ahead of the cycle to what the reads saw, under every cut and order the
+// source may serve, with counts and without, and under a source that keeps
+// the newest rows of an open request's frames and the oldest of a closed
+// one's (the spec allows any rows, per request): there a closed re-read
+// below the newest frame's rows, past the cycle's end, kept the point
+// ahead as its frame's greatest; its count proved the frame up to that
+// point alone, and the mark recorded a later point ahead, so under a
+// frozen lastActivity the point waited for the variable's next re-read
+// (the soak's seed 431785152198).
+func TestEngineNotesThePointAheadACutFrameShowed(t *testing.T) {
+	const start = int64(1_700_000_000_000)
+	const mixed = pipelinetest.Cut(-1)
+	for _, cut := range []pipelinetest.Cut{mixed, pipelinetest.CutAny, pipelinetest.CutNewestDesc, pipelinetest.CutOldestAsc, pipelinetest.CutNewestAsc, pipelinetest.CutNewestShuffled, pipelinetest.CutAnyShuffled} {
+		for _, counts := range []bool{true, false} {
+			for limit := 2; limit <= 5; limit++ {
+				src, targets := pipelinetest.Fixture(1, 12, start)
+				end := targets[0].End
+				if cut == mixed {
+					src.OnSeries = func(req pipeline.SeriesRequest, sink pipeline.FrameSink, _ func(pipeline.FrameSink) error) error {
+						for i, id := range req.VariableIDs {
+							var in []pipeline.Point
+							for _, p := range src.Points(id) {
+								if p.TsMs >= req.Start && p.TsMs <= req.End {
+									in = append(in, p)
+								}
+							}
+							if req.Limit > 0 && len(in) > req.Limit {
+								if req.End > end+time.Hour.Milliseconds() {
+									in = in[len(in)-req.Limit:]
+								} else {
+									in = in[:req.Limit]
+								}
+							}
+							if err := pipelinetest.ServeFrame(sink, i, in); err != nil {
+								return err
+							}
+						}
+						return nil
+					}
+				} else {
+					src.Cut = cut
+				}
+				// One point just ahead, then a run of them further on.
+				src.Add("v000", pipeline.Point{TsMs: end + 1_450, Value: 1, Context: []byte("{}")})
+				for i := range 20 {
+					src.Add("v000", pipeline.Point{TsMs: end + 11_000 + int64(i)*10_000, Value: 2, Context: []byte("{}")})
+				}
+				targets[0].ReadFuture = true
+				st := &pipelinetest.Store{}
+				w := &pipelinetest.Writer{}
+				opts := pipeline.EngineOptions{VariablesPerRequest: 50, RowsPerRequest: limit, RetryWait: time.Millisecond}
+				if counts {
+					opts.Counts = src
+				}
+				name := "mixed"
+				if cut != mixed {
+					name = cut.String()
+				}
+				if res := pipeline.NewEngine(src, w, st, opts, nil, nil, nil).Run(context.Background(), targets); len(res.Failed) != 0 {
+					t.Fatalf("%s, counts %v, limit %d: failed %v", name, counts, limit, res.Failed)
+				}
+				if m := st.Marks()["v000"]; m.FutureMs <= end || m.FutureMs > end+1_450 {
+					t.Errorf("%s, counts %v, limit %d: future %+d after the end, want in (0, 1450]", name, counts, limit, m.FutureMs-end)
+				}
+			}
+		}
+	}
+}

@@ -140,7 +140,7 @@ func (r *reader) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 		}
 	}
 	if req.start > req.end {
-		r.finishRequest(req, nil, nil)
+		r.finishRequest(req, nil)
 		return chunk
 	}
 	ids := make([]string, len(req.targets))
@@ -168,8 +168,8 @@ func (r *reader) fetch(ctx context.Context, req *request, chunk *Batch) *Batch {
 		r.retryOrFail(ctx, req, err, sink.reached)
 		return chunk
 	}
-	left, whole := r.proofs.prove(ctx, req, sink.cut)
-	r.finishRequest(req, left, whole)
+	left, _ := r.proofs.prove(ctx, req, sink.cut)
+	r.finishRequest(req, left)
 	return chunk
 }
 
@@ -340,12 +340,11 @@ func (r *reader) failRequest(req *request, err error) {
 }
 
 // finishRequest ends a request that was served: it notes what the proofs
-// of its cut frames showed (left not proven whole, whole proven by the
-// count of the request's window; see density.go) and queues the re-reads
-// they leave (split.go), then ends req's reads.
-func (r *reader) finishRequest(req *request, left, whole []cutFrame) {
+// of its cut frames left (those not proven whole; see density.go) and
+// queues the re-reads they leave (split.go), then ends req's reads.
+func (r *reader) finishRequest(req *request, left []cutFrame) {
 	r.mu.Lock()
-	noteProofs(req.seriesEnd(), left, whole)
+	noteProofs(left)
 	var next []*request
 	if len(left) > 0 {
 		next = rereads(req, left, r.e.opts.RowsPerRequest)

@@ -131,19 +131,21 @@ func (s *frameSink) EndFrame(i int, rows int) error {
 	s.served += int64(rows)
 	// A frame the limit may have cut is loaded all the same (its rows are
 	// real points); what it leaves unread is decided once the request is
-	// over (density.go). The future it showed is not noted: an earlier
-	// future point may be among the rows it lost.
+	// over (density.go). The point ahead it showed is noted, cut or not:
+	// it exists, so the first cycle that ends after it must read the
+	// variable, and an earlier one among the rows a cut lost is found by
+	// the re-reads of its window, or bounded where they stop (split.go).
 	cut := s.limit > 0 && rows >= s.limit && !whole
 	s.r.mu.Lock()
 	s.closeSpan(t)
+	t.futureMs = earliest(t.futureMs, s.frameFuture)
 	if cut {
 		st := s.frame
-		st.futureSeen, st.loaded = s.frameFuture, s.frameLoaded
+		st.loaded = s.frameLoaded
 		slices.Sort(s.frameTs)
 		s.cut = append(s.cut, cutFrame{t: t, stats: st, count: -1, ts: s.frameTs})
 		s.frameTs = nil
 	} else {
-		t.futureMs = earliest(t.futureMs, s.frameFuture)
 		s.frameTs = s.frameTs[:0]
 	}
 	s.r.mu.Unlock()

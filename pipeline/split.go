@@ -62,9 +62,9 @@ func remainderReads(req *request, cuts []cutFrame, limit int) []*request {
 		if req.open && k.hi >= req.end && k.hi < req.seriesEnd() {
 			// The points past the proven window are all ahead of the
 			// cycle and are not read (see remainder): the earliest of
-			// them is the earliest the frame showed, or after the window.
+			// them is after the window (the frame's own are noted).
 			for _, c := range group {
-				c.t.futureMs = earliest(c.t.futureMs, earliest(c.stats.futureSeen, k.hi+1))
+				c.t.futureMs = earliest(c.t.futureMs, k.hi+1)
 			}
 		}
 		targets := targetsOf(group)
