@@ -1,4 +1,4 @@
-package pipeline
+package pipeline_test
 
 import (
 	"flag"
