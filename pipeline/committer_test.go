@@ -250,15 +250,19 @@ func TestLinkClockCountsTheLinksOwnTimeAndNotTheStoresFailure(t *testing.T) {
 			})
 		}}
 		e := pipeline.NewEngine(nil, nil, st, pipeline.EngineOptions{Links: []pipeline.Link{own}}, pipeline.IncrementalMark, nil, nil)
-		c := pipeline.NewTestCommitter(e, []pipeline.Target{{Variable: pipeline.Variable{ID: "a"}, End: 9000}})
+		c := pipeline.NewTestCommitter(e, []pipeline.Target{{Variable: pipeline.Variable{ID: "a"}, End: 9000}, {Variable: pipeline.Variable{ID: "b"}, End: 9000}})
+		// Two calls: the second subtracts only its own call's store time,
+		// not the first's again.
 		c.ReadEnded("a", 0, 0, 0)
+		c.Commit(context.Background(), false)
+		c.ReadEnded("b", 0, 0, 0)
 		c.Commit(context.Background(), true)
 		res := c.Result()
 		if res.CommitErr == nil {
 			t.Fatal("want the store's failure in CommitErr")
 		}
-		if len(res.Links) != 1 || res.Links[0].Took != time.Second || res.Links[0].Err != nil {
-			t.Errorf("link times %+v, want own: 1s and no failure (the store took 5s and failed)", res.Links)
+		if len(res.Links) != 1 || res.Links[0].Took != 2*time.Second || res.Links[0].Err != nil {
+			t.Errorf("link times %+v, want own: 2s over two calls and no failure (the store took 5s a call and failed)", res.Links)
 		}
 	})
 }

@@ -92,7 +92,7 @@ func BackfillMark(floor, lookbackMs int64) MarkFunc {
 		// that started above a debt leaves the mark to the cycles: the
 		// mark it would commit would keep that debt, and a cycle beside it
 		// may have paid it and published a watermark above it meanwhile.
-		joined := t.Start <= floor || (t.HasMark && t.Mark.HwmMs > 0 && t.Start <= windowFrom(t.Mark, true, lookbackMs))
+		joined := t.Start <= floor || t.Start <= windowFrom(t.Mark, t.HasMark, lookbackMs)
 		if !joined || o.MaxTs <= t.Mark.HwmMs {
 			return Mark{}, false
 		}

@@ -54,6 +54,8 @@ func TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween(t *tes
 		{"a mark from before rechecked_ms, active", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1}, recheck, true, tail, hwm + 1},
 		{"a mark from before rechecked_ms, read one period ago", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - period}, recheck, true, reread, hwm - lookback},
 		{"a re-read on record ahead of the clock", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end + 86_400_000, RecheckedMs: end + 86_400_000}, recheck, true, reread, hwm - lookback},
+		{"a re-read on record at the cycle's end exactly", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end, RecheckedMs: end}, recheck, true, tail, hwm + 1},
+		{"a mark at the cycle's end exactly (nothing after it to read up to the end)", pipeline.Mark{HwmMs: end, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - 1}, recheck, true, reread, end - lookback},
 		{"a re-read asked for", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: 1}, recheck, true, reread, hwm - lookback},
 		{"lastActivity moved", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - 1, RereadMs: hwm - 3*lookback}, recheck, true, tail, hwm + 1},
 		{"lastActivity moved, re-read due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - period}, recheck, true, reread, hwm - lookback},
@@ -80,6 +82,9 @@ func TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween(t *tes
 			owed := min(c.mark.HwmMs-lookback, c.mark.RereadMs)
 			if c.mark.RereadMs == 0 {
 				owed = c.mark.HwmMs - lookback
+			}
+			if tg.Start > tg.End {
+				t.Errorf("%s: a target of %d..%d, which starts after its end", c.name, tg.Start, tg.End)
 			}
 			if got := map[bool]string{true: tail, false: reread}[tg.Tail]; got != c.want || tg.Start != c.start || tg.End != end {
 				t.Errorf("%s: a %s of %d..%d; want a %s from %d", c.name, got, tg.Start, tg.End, c.want, c.start)

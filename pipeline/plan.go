@@ -191,9 +191,11 @@ func lastReread(m Mark) int64 {
 
 // idle reports whether a variable with mark m, between re-reads, has
 // nothing new to read: its lastActivity is the one its last complete read
-// recorded, and no point that read saw stamped ahead has fallen due.
+// recorded, and no point that read saw stamped ahead has fallen due. A
+// mark no cycle's read completed (CheckedMs 0) has no re-read on record
+// either, so rereadDue has the variable re-read before this is asked.
 func idle(v Variable, m Mark, o PlanOptions) bool {
-	return v.LastActivityMs == m.LastActivityMs && m.CheckedMs > 0 && (m.FutureMs == 0 || m.FutureMs > o.End)
+	return v.LastActivityMs == m.LastActivityMs && (m.FutureMs == 0 || m.FutureMs > o.End)
 }
 
 // RecheckPeriod is how long a variable goes between re-reads of its
