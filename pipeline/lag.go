@@ -98,8 +98,10 @@ func (s *Syncer) lag(vars []Variable, marks func(id string) (Mark, bool), floor 
 // marks (a read owes from the lookback of a mark at least as far as the
 // one it was planned with; a backfill moves a mark only after reading what
 // it owed, and owes from its lookback), so neither does the value, but for
-// a backfill that outlives the mark it was planned with (whose note says
-// so; docs/reliability.md). A variable without points is left out: its
+// a run that outlives the mark it was planned with and then commits the
+// greater mark: a backfill through several cycles (whose note says so), or
+// two cycles the lease failed to keep apart (docs/reliability.md, the
+// settled watermark). A variable without points is left out: its
 // first points are loaded wherever they are stamped (they are owed from
 // the floor), as are those of a variable new to the fleet.
 func settledOf(m Mark, ok bool, floor, now, lookbackMs int64) (int64, bool) {
