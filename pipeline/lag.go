@@ -94,16 +94,14 @@ func (s *Syncer) lag(vars []Variable, marks func(id string) (Mark, bool), floor 
 // earlier where the mark still owes points (windowFrom), never below the
 // retention floor. A mark ahead of the clock is read from the lookback
 // before the cycle's end (planEach), which a later cycle's end only
-// raises. Marks never move backwards, nor does windowFrom of a variable's
-// marks (a read owes from the lookback of a mark at least as far as the
-// one it was planned with; a backfill moves a mark only after reading what
-// it owed, and owes from its lookback), so neither does the value, but for
-// a run that outlives the mark it was planned with and then commits the
-// greater mark: a backfill through several cycles (whose note says so), or
-// two cycles the lease failed to keep apart (docs/reliability.md, the
-// settled watermark). A variable without points is left out: its
-// first points are loaded wherever they are stamped (they are owed from
-// the floor), as are those of a variable new to the fleet.
+// raises. Neither HwmMs nor RereadMs of a variable's stored mark ever
+// moves backwards (MergeMark keeps the greater of each), so neither does
+// windowFrom, nor the value, also where a run that outlived the mark it
+// was planned with commits the greater mark (a backfill through several
+// cycles, two cycles the lease failed to keep apart). A variable without
+// points is left out: its first points are loaded wherever they are
+// stamped (they are owed from the floor), as are those of a variable new
+// to the fleet.
 func settledOf(m Mark, ok bool, floor, now, lookbackMs int64) (int64, bool) {
 	if !ok || m.HwmMs <= 0 {
 		return 0, false

@@ -20,12 +20,25 @@ type Outcome struct {
 // commit meets a stored mark: the given mark replaces the stored one
 // unless the stored one is further ahead. At equal marks the later read
 // (its CheckedMs) wins, whichever committed last, as the ClickHouse store's
-// version and argMax do; a mark is kept whole, never mixed from two reads.
+// version and argMax do. The winner is kept whole but for RereadMs, which
+// is the greater of the two: every point still promised below either
+// mark's RereadMs has landed, and none written since can be promised there
+// (a point is promised from the lookback of the mark in force when it is
+// written, and marks never move backwards), so the lower debt is paid.
+// Taking the winner's alone would let a run that outlived the mark it was
+// planned with (a backfill through several cycles, two cycles the lease
+// failed to keep apart) revive a debt a cycle beside it had paid, and the
+// next re-read would start below a settled watermark published meanwhile.
 func MergeMark(stored Mark, ok bool, m Mark) Mark {
-	if ok && (stored.HwmMs > m.HwmMs || (stored.HwmMs == m.HwmMs && stored.CheckedMs > m.CheckedMs)) {
-		return stored
+	if !ok {
+		return m
 	}
-	return m
+	w := m
+	if stored.HwmMs > m.HwmMs || (stored.HwmMs == m.HwmMs && stored.CheckedMs > m.CheckedMs) {
+		w = stored
+	}
+	w.RereadMs = max(stored.RereadMs, m.RereadMs)
+	return w
 }
 
 // MarkFunc decides the mark committed for a completed target. ok false
@@ -103,7 +116,7 @@ func BackfillMark(floor, lookbackMs int64) MarkFunc {
 		// while it ran, from that mark's lookback on (from its start
 		// without one).
 		m := t.Mark
-		m.VariableID, m.HwmMs, m.RereadMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, rereadOf(t.Mark, t.HasMark, lookbackMs, t.Start), time.Now().UTC()
+		m.VariableID, m.HwmMs, m.RereadMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, rereadOf(t.Mark, t.HasMark, lookbackMs, t.Start, t.End), time.Now().UTC()
 		return m, true
 	}
 }

@@ -5,9 +5,13 @@ import "testing"
 // Tests that kill mutants make mutate found alive in marks.go: the
 // comparisons of the never-backwards rule and of a backfill's join.
 
-func TestMergeMarkKeepsTheFurtherMarkAndAtEqualMarksTheLaterRead(t *testing.T) {
+func TestMergeMarkKeepsTheFurtherMarkAndAtEqualMarksTheLaterReadWithTheGreaterReread(t *testing.T) {
 	mark := func(hwm, checked, la int64) Mark {
 		return Mark{VariableID: "v", HwmMs: hwm, CheckedMs: checked, LastActivityMs: la}
+	}
+	owing := func(m Mark, reread int64) Mark {
+		m.RereadMs = reread
+		return m
 	}
 	cases := []struct {
 		name        string
@@ -22,6 +26,10 @@ func TestMergeMarkKeepsTheFurtherMarkAndAtEqualMarksTheLaterRead(t *testing.T) {
 		{"equal marks, stored read later: kept", mark(100, 20, 1), true, mark(100, 10, 2), mark(100, 20, 1)},
 		{"equal marks, given read later: replaces", mark(100, 10, 1), true, mark(100, 20, 2), mark(100, 20, 2)},
 		{"equal marks read at once: the given one, whole", mark(100, 10, 1), true, mark(100, 10, 2), mark(100, 10, 2)},
+		{"stored ahead, the given one's debt paid further: kept, with the greater reread", owing(mark(200, 10, 1), 50), true, owing(mark(100, 99, 2), 80), owing(mark(200, 10, 1), 80)},
+		{"given ahead, the stored one's debt paid further: replaces, with the greater reread", owing(mark(100, 99, 1), 80), true, owing(mark(200, 10, 2), 50), owing(mark(200, 10, 2), 80)},
+		{"given ahead and its debt paid further: the given one, whole", owing(mark(100, 99, 1), 50), true, owing(mark(200, 10, 2), 80), owing(mark(200, 10, 2), 80)},
+		{"nothing stored: the given mark's own reread", owing(mark(500, 50, 1), 90), false, owing(mark(100, 10, 2), 30), owing(mark(100, 10, 2), 30)},
 	}
 	for _, c := range cases {
 		if got := MergeMark(c.stored, c.ok, c.given); got != c.want {

@@ -52,3 +52,28 @@ func TestGroupSharesARequestWhoseStartIsExactlyATargetsSlackAway(t *testing.T) {
 		t.Errorf("a and c: %d requests, want 2", len(reqs))
 	}
 }
+
+// A re-read pays what its mark owed only up to its end: planned with a
+// mark ahead of the end (one a run that ended later committed, as when
+// this cycle planned after it), the points owed past the end stay owed.
+// Its Reread is what MergeMark takes when it is the greater, so an
+// overstated one would drop a debt another run had left.
+func TestARereadOfAMarkAheadOfItsEndOwesWhatLiesPastTheEnd(t *testing.T) {
+	const lookback, end = 60_000, 10_000_000
+	for _, c := range []struct {
+		name            string
+		hwm, owed, want int64
+	}{
+		{"a mark behind the end: from its lookback", end - 5_000, end - 200_000, end - 5_000 - lookback},
+		{"the mark's lookback exactly at the end", end + 1 + lookback, end - 200_000, end + 1},
+		{"a mark ahead of the end: from just past the end", end + 500_000, end - 200_000, end + 1},
+		{"a mark ahead of the end owing past it: what it owed", end + 500_000, end + 100_000, end + 100_000},
+		{"a mark ahead of the end owing nothing recorded: its lookback", end + 500_000, 0, end + 500_000 - lookback},
+	} {
+		m := Mark{VariableID: "v", HwmMs: c.hwm, RereadMs: c.owed, RecheckedMs: 1}
+		got, _ := Plan([]Variable{{ID: "v"}}, map[string]Mark{"v": m}, PlanOptions{Lookback: lookback * time.Millisecond, Floor: 1, End: end, IdleRecheck: time.Hour})
+		if len(got) != 1 || got[0].Tail || got[0].Reread != c.want {
+			t.Errorf("%s: targets %+v, want a re-read whose Reread is %d", c.name, got, c.want)
+		}
+	}
+}

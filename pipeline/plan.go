@@ -128,7 +128,7 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			start = max(o.End-lookback, o.Floor)
 		}
 		fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from,
-			Reread: rereadOf(m, ok, lookback, start), ReadFuture: true})
+			Reread: rereadOf(m, ok, lookback, start, o.End), ReadFuture: true})
 	}
 	return skipped
 }
@@ -148,16 +148,21 @@ func windowFrom(m Mark, ok bool, lookbackMs int64) int64 {
 	return from
 }
 
-// rereadOf is the Mark.RereadMs a complete read starting at start commits
+// rereadOf is the Mark.RereadMs a complete read of [start, end] commits
 // for a variable whose mark in force is m: a point written while the read
 // runs is promised from that mark's lookback on, or, without a mark, from
 // wherever the read started. The read may pass such a point before it is
-// written and then move the mark beyond its lookback.
-func rereadOf(m Mark, ok bool, lookbackMs, start int64) int64 {
+// written and then move the mark beyond its lookback. What m owed below
+// its lookback the read pays only up to its end: a mark ahead of the end
+// (committed by a read that ended later, or under a clock since stepped
+// back) still owes the points stamped after it, which this read did not
+// reach. Below the value, every point still promised has landed, and no
+// point written later can be promised (MergeMark relies on it).
+func rereadOf(m Mark, ok bool, lookbackMs, start, end int64) int64 {
 	if !ok || m.HwmMs <= 0 {
 		return start
 	}
-	return m.HwmMs - lookbackMs
+	return max(windowFrom(m, ok, lookbackMs), min(m.HwmMs-lookbackMs, end+1))
 }
 
 // rereadDue reports whether a variable with mark m (ok false: none) is to

@@ -154,7 +154,8 @@ type EventSyncer interface {
 // EventMarkStore.
 
 // StateStore keeps the marks. Implementations must never move a mark
-// backwards: Commit keeps the greater HwmMs of the stored and the given mark.
+// backwards: Commit keeps the greater HwmMs of the stored and the given
+// mark, and the greater RereadMs (MergeMark).
 type StateStore interface {
 	// Load returns every stored mark by variable id.
 	Load(ctx context.Context) (map[string]Mark, error)

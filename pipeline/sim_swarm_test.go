@@ -214,10 +214,16 @@ func (c simConfig) runKind(k int) int {
 	return k
 }
 
-// beside says what runs beside a backfill.
-func (c simConfig) beside() string {
-	if c.on.has(featAlone) {
+// beside says what runs beside a backfill: cycles, one after the other,
+// and whether the backfill reads after them.
+func (c simConfig) beside(cycles int, held bool) string {
+	switch {
+	case c.on.has(featAlone):
 		return " alone"
+	case held:
+		return fmt.Sprintf(" beside %d cycles, reading after them", cycles)
+	case cycles > 1:
+		return fmt.Sprintf(" beside %d cycles", cycles)
 	}
 	return " beside a cycle"
 }

@@ -196,12 +196,21 @@ func (w *simWorld) step(i int) {
 		if repair {
 			kind = "a repair and a rollup"
 		}
-		w.logf("step %d: %s %d..%d%s", i, kind, from-simStart, to-simStart, w.cfg.beside())
+		// Half the backfills outlive more than one cycle: two or three
+		// run one after the other beside it (oneAfterAnother), so that a
+		// backfill planned with a mark can commit after cycles planned
+		// with later ones have committed theirs and published watermarks.
+		gaps, held := drawGaps(r)
+		if w.cfg.on.has(featAlone) {
+			held = nil
+		}
+		w.logf("step %d: %s %d..%d%s", i, kind, from-simStart, to-simStart, w.cfg.beside(len(gaps), held != nil))
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			bp := w.proc(fmt.Sprintf("backfill%d", i), w.cfg.crashes)
+			bp.held = held
 			w.run(bp, func(s *Syncer, ctx context.Context) error {
 				var sum Summary
 				var err error
@@ -223,11 +232,15 @@ func (w *simWorld) step(i int) {
 			if w.cfg.on.has(featAlone) {
 				return
 			}
-			w.run(w.proc(fmt.Sprintf("cycle%d", i), w.cfg.crashes), cycle)
+			w.oneAfterAnother(i, gaps, held, func(name string) { w.run(w.proc("cycle"+name, w.cfg.crashes), cycle) })
 		}()
 		wg.Wait()
 	default:
-		w.logf("step %d: shards 1 and 2 overlapping", i)
+		// Half the time shard 0 of 2 runs two or three cycles one after
+		// the other while shard 0 of 1 runs one: a cycle that outlives
+		// the mark it was planned with, as when a lease lapses mid-cycle.
+		gaps, held := drawGaps(r)
+		w.logf("step %d: shards 1 and 2 overlapping (shard 0 of 2 runs %d cycles%s)", i, len(gaps), map[bool]string{true: ", shard 0 of 1 reads after them"}[held != nil])
 		beside := w.rollupBeside(i)
 		defer beside.Wait()
 		var wg sync.WaitGroup
@@ -235,11 +248,69 @@ func (w *simWorld) step(i int) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p := w.proc(fmt.Sprintf("shard%d/%d-%d", sh[0], sh[1], i), w.cfg.crashes)
-				w.runShard(p, cycle, sh[0], sh[1])
+				n, gate, wait := []int64{0}, chan struct{}(nil), chan struct{}(nil)
+				switch sh {
+				case [2]int{0, 2}:
+					n, gate = gaps, held
+				case [2]int{0, 1}:
+					wait = held
+				}
+				w.oneAfterAnother(i, n, gate, func(name string) {
+					p := w.proc(fmt.Sprintf("shard%d/%d-%s", sh[0], sh[1], name), w.cfg.crashes)
+					p.held = wait
+					w.runShard(p, cycle, sh[0], sh[1])
+				})
 			}()
 		}
 		wg.Wait()
+	}
+}
+
+// drawGaps draws how many runs go one after the other (oneAfterAnother)
+// where a step draws them, one or, half the time, two or three, and the
+// clock's move before each but the first: by less than the margin (the
+// later run then reads no further), by a lookback, or by a recheck period
+// (a re-read is due). Where there are several, half the time it also
+// returns a gate for the run beside them (simProc.held), which then plans
+// with the marks of its start and reads after they have all committed.
+func drawGaps(r *rand.Rand) ([]int64, chan struct{}) {
+	n := 1
+	if r.IntN(2) == 0 {
+		n = 2 + r.IntN(2)
+	}
+	gaps := make([]int64, n)
+	for j := 1; j < n; j++ {
+		gaps[j] = []int64{1_000, 60_000, simLookback.Milliseconds(), simRecheck.Milliseconds()}[r.IntN(4)]
+	}
+	if n > 1 && r.IntN(2) == 0 {
+		return gaps, make(chan struct{})
+	}
+	return gaps, nil
+}
+
+// oneAfterAnother runs len(gaps) runs of step i one after the other,
+// named i, then i.1, i.2: before run j > 0 the clock moves by gaps[j] and
+// points are written. Nothing else acts meanwhile: the runs beside these
+// are parked until this goroutine parks in its next run. It closes gate,
+// when not nil, once they are done.
+func (w *simWorld) oneAfterAnother(i int, gaps []int64, gate chan struct{}, run func(name string)) {
+	if gate != nil {
+		defer close(gate)
+	}
+	for j, gap := range gaps {
+		name := fmt.Sprint(i)
+		if j > 0 {
+			name = fmt.Sprintf("%d.%d", i, j)
+			w.now.Add(gap)
+			r := rand.New(rand.NewPCG(w.seed^0xbacf111, uint64(i)*4+uint64(j)))
+			w.mu.Lock()
+			for range 1 + r.IntN(3) {
+				w.writeBurst(r, false)
+			}
+			w.logf("step %d: the clock moved by %d ms, run %d of %d", i, gap, j+1, len(gaps))
+			w.mu.Unlock()
+		}
+		run(name)
 	}
 }
 

@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 
 	. "github.com/fleetsync/fleetsync/pipeline"
@@ -21,10 +22,13 @@ import (
 // watermark covers the variables the walk listed (docs/reliability.md says
 // so).
 
-// simWatermark is one publication.
+// simWatermark is one publication: the fleet's (scope "") with its
+// holders, and, for any scope, each variable's own settled value in the
+// store then (settledNow).
 type simWatermark struct {
 	ms      int64
 	holders map[string]bool
+	each    map[string]int64
 }
 
 // simWatermarkWriter is the WatermarkWriter of one process.
@@ -41,16 +45,43 @@ func (s simWatermarkWriter) PublishWatermark(_ context.Context, scope string, ms
 	if ms > w.now.Load() {
 		w.violate("%s published the watermark %+d, ahead of the clock %+d", s.p.name, ms-simStart, w.now.Load()-simStart)
 	}
+	wm := simWatermark{ms: math.MinInt64, each: w.settledNow()}
 	if scope == "" {
-		holders := map[string]bool{}
+		wm.ms, wm.holders = ms, map[string]bool{}
 		for id := range s.p.startHolders {
 			if s.p.walked[id] {
-				holders[id] = true
+				wm.holders[id] = true
 			}
 		}
-		w.watermarks = append(w.watermarks, simWatermark{ms: ms, holders: holders})
 	}
+	w.watermarks = append(w.watermarks, wm)
 	return nil
+}
+
+// settledNow is, for each variable with points under its stored mark,
+// the earliest timestamp a run begun later may load (a lower bound of
+// what settledOf gives it now: the floor without its margin, the clock
+// less the margin): every read of such a run is planned with a mark at
+// least as far, in hwm_ms and in reread_ms (MergeMark), so it starts
+// there at the earliest. The watermark published is the least of these
+// over the variables its walk listed; holding each variable to its own
+// value checks the marks under every scope's watermark, also where
+// another variable's lower value hides a variable's from the fleet's.
+// Caller holds w.mu.
+func (w *simWorld) settledNow() map[string]int64 {
+	now, lb := w.now.Load(), simLookback.Milliseconds()
+	each := map[string]int64{}
+	for id, m := range w.marks {
+		if m.HwmMs <= 0 {
+			continue
+		}
+		from := m.HwmMs - lb
+		if m.RereadMs != 0 {
+			from = min(from, m.RereadMs)
+		}
+		each[id] = max(now-simRetention.Milliseconds(), min(from, now-simMargin.Milliseconds()-lb))
+	}
+	return each
 }
 
 // holders are the variables with points under their marks now. Caller
@@ -75,6 +106,10 @@ func (w *simWorld) checkWatermarks(p *simProc, rows []Row) {
 		for _, r := range rows {
 			if wm.holders[r.VariableID] && r.TsMs < wm.ms {
 				w.violate("%s loaded %s@%+d, stamped before the watermark %+d published before it began", p.name, r.VariableID, r.TsMs-simStart, wm.ms-simStart)
+				return
+			}
+			if v, ok := wm.each[r.VariableID]; ok && r.TsMs < v {
+				w.violate("%s loaded %s@%+d, stamped before %+d, where that variable's reads started at the earliest when a watermark was published before it began", p.name, r.VariableID, r.TsMs-simStart, v-simStart)
 				return
 			}
 		}

@@ -418,8 +418,13 @@ type simProc struct {
 	w         *simWorld
 	name      string
 	crashable bool
-	dead      bool // guarded by w.mu
-	cancel    context.CancelFunc
+	// held, when not nil, holds the run's raw-series requests until it is
+	// closed: a run planned with the marks of its start that reads after
+	// the runs beside it have committed theirs (oneAfterAnother).
+	held   chan struct{}
+	heldN  int  // requests held so far, guarded by w.mu
+	dead   bool // guarded by w.mu
+	cancel context.CancelFunc
 	// startSeq is the world's write counter when its run began: points
 	// written after it need not be loaded by the run's marks.
 	startSeq int64
@@ -626,6 +631,19 @@ func (s simSource) during(kind, content string, ids []string, start, end int64) 
 
 func (s simSource) Series(ctx context.Context, req SeriesRequest, sink FrameSink) error {
 	w := s.p.w
+	if s.p.held != nil {
+		w.mu.Lock()
+		s.p.heldN++
+		who := fmt.Sprintf("%s/held%d", s.p.name, s.p.heldN)
+		w.mu.Unlock()
+		select {
+		case <-s.p.held:
+		case <-ctx.Done():
+		}
+		// Woken by another goroutine: a turn of its own before it
+		// touches anything shared (sim_sched_test.go).
+		w.sched.park(who, "")
+	}
 	content := fmt.Sprint(req.VariableIDs, req.Start, req.End, req.Limit)
 	w.sched.call("series " + content)
 	w.mu.Lock()
@@ -965,7 +983,11 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 		w.checkRolled(s.p, m)
 		old, ok := w.marks[m.VariableID]
 		merged := MergeMark(old, ok, m)
-		if merged == m {
+		// m won when the merge kept it, whatever reread it took from the
+		// stored mark.
+		won := merged
+		won.RereadMs = m.RereadMs
+		if won == m {
 			w.noteRead(s.p, m)
 		}
 		w.marks[m.VariableID] = merged

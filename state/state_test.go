@@ -86,7 +86,8 @@ func TestCommitNeverMovesAMarkBackwards(t *testing.T) {
 			{{VariableID: "c", HwmMs: 1700000000000, LastActivityMs: 1}},
 			// A read that ended later, then one that ended earlier but
 			// committed after it (two overlapping syncs): the later read's
-			// mark stays whole, its point ahead included.
+			// mark stays whole, its point ahead included, but for the
+			// greater reread_ms of the two (pipeline.MergeMark).
 			{{VariableID: "d", HwmMs: 40, LastActivityMs: 41, CheckedMs: 2000, FutureMs: 3000, RereadMs: 7, RecheckedMs: 1500}},
 			{{VariableID: "d", HwmMs: 40, LastActivityMs: 42, CheckedMs: 1000, RereadMs: 8, RecheckedMs: 1000}},
 		}
@@ -103,11 +104,55 @@ func TestCommitNeverMovesAMarkBackwards(t *testing.T) {
 			"a": {HwmMs: 100, LastActivityMs: 110},
 			"b": {HwmMs: 7, LastActivityMs: 9},
 			"c": {HwmMs: 1700000000000, LastActivityMs: 1},
-			"d": {HwmMs: 40, LastActivityMs: 41, CheckedMs: 2000, FutureMs: 3000, RereadMs: 7, RecheckedMs: 1500},
+			"d": {HwmMs: 40, LastActivityMs: 41, CheckedMs: 2000, FutureMs: 3000, RereadMs: 8, RecheckedMs: 1500},
 		}
 		if d := diffMarks(got, want); d != "" {
 			t.Errorf("marks after commits differ:\n%s", d)
 		}
+	})
+}
+
+// A mark that loses to the stored one still raises its reread_ms, in
+// either order of the commits, and on ClickHouse through the merge that
+// keeps one row of the variable: a backfill that outlived the mark it was
+// planned with commits a greater mark with an older debt, which a cycle
+// beside it has paid.
+func TestTheGreaterRereadSurvivesTheMarkThatLosesAndTheMerge(t *testing.T) {
+	check := func(t *testing.T, s store, merge func()) {
+		ctx := context.Background()
+		paid := pipeline.Mark{HwmMs: 500, LastActivityMs: 501, CheckedMs: 600, RereadMs: 400, RecheckedMs: 600}
+		older := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 100, RecheckedMs: 300}
+		for id, order := range map[string][]pipeline.Mark{"a": {paid, older}, "b": {older, paid}} {
+			for _, m := range order {
+				m.VariableID = id
+				if err := s.Commit(ctx, []pipeline.Mark{m}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		merge()
+		got, err := s.Load(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 400, RecheckedMs: 300}
+		if d := diffMarks(got, map[string]pipeline.Mark{"a": want, "b": want}); d != "" {
+			t.Errorf("marks differ:\n%s", d)
+		}
+	}
+	t.Run("file", func(t *testing.T) { check(t, NewFile(filepath.Join(t.TempDir(), "state.json")), func() {}) })
+	t.Run("clickhouse", func(t *testing.T) {
+		s, c := newClickHouseStore(t)
+		check(t, s, func() {
+			ctx := context.Background()
+			if err := c.Conn().Exec(ctx, "OPTIMIZE TABLE "+c.Table(chload.TableSyncState)+" FINAL"); err != nil {
+				t.Fatal(err)
+			}
+			var rows uint64
+			if err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+c.Table(chload.TableSyncState)).Scan(&rows); err != nil || rows != 2 {
+				t.Fatalf("after OPTIMIZE FINAL: %d rows (%v), want one a variable", rows, err)
+			}
+		})
 	})
 }
 

@@ -23,7 +23,16 @@ import (
 // A row's version is its mark (hwm_ms), so when ClickHouse merges the rows of
 // a variable it keeps the greatest mark; readers take max(hwm_ms) so an
 // unmerged smaller mark, from a slow concurrent writer say, is never seen
-// either. Commit therefore only inserts: no read-modify-write, and no race.
+// either. The one field MergeMark takes from both marks, reread_ms (the
+// greater), would be lost by that merge when the smaller mark holds it, so
+// Commit reads the stored marks of what it commits and inserts each merged
+// with its stored one: the row that survives ClickHouse's merge then holds
+// both. Readers take max(reread_ms) too, which covers rows not merged yet.
+// Two commits of one variable at the same moment (each between the other's
+// read and INSERT) can still lose the greater reread_ms to the merge: the
+// mark then owes more than it must, its next re-read starts lower, and
+// only a settled watermark published in between can be passed by a point
+// that was never promised (docs/reliability.md, the settled watermark).
 type Marks struct{ *pool }
 
 var (
@@ -74,8 +83,10 @@ var syncWatermarkTable = tableDef{
 }
 
 // Load returns each variable's greatest mark. LastActivityMs, CheckedMs,
-// FutureMs, RereadMs and RecheckedMs come from one row, the one holding that mark (on a tie, the one
-// of the latest read), so that they describe one read and never mix two.
+// FutureMs and RecheckedMs come from one row, the one holding that mark (on
+// a tie, the one of the latest read), so that they describe one read and
+// never mix two; RereadMs is the greatest of the variable's rows
+// (MergeMark).
 func (s *Marks) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 	marks := map[string]pipeline.Mark{}
 	err := s.scan(ctx, "", func(m pipeline.Mark) error {
@@ -115,7 +126,7 @@ func (s *Marks) scan(ctx context.Context, where string, fn func(pipeline.Mark) e
 	table := s.table(TableSyncState)
 	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms)"
 	rows, err := s.conn.Query(ctx,
-		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), argMax(reread_ms, "+key+"), argMax(rechecked_ms, "+key+"), max(updated_at) FROM "+
+		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), max(reread_ms), argMax(rechecked_ms, "+key+"), max(updated_at) FROM "+
 			table+" "+where+" GROUP BY variable_id")
 	if err != nil {
 		return fmt.Errorf("load marks from %s (run `fleetsync migrate` if the table is missing): %w", table, err)
@@ -136,26 +147,40 @@ func (s *Marks) scan(ctx context.Context, where string, fn func(pipeline.Mark) e
 	return nil
 }
 
-// Commit inserts the marks, retrying retryable failures. A mark smaller than
-// the stored one is stored too but never wins (see Marks).
+// Commit inserts the marks, each merged with the stored one (MergeMark),
+// retrying retryable failures. A mark smaller than the stored one is then
+// the stored one, but for a greater reread_ms it brings (see Marks).
 func (s *Marks) Commit(ctx context.Context, marks []pipeline.Mark) error {
 	if len(marks) == 0 {
 		return nil
 	}
 	table := s.table(TableSyncState)
 	now := time.Now().UTC()
+	ids := make([]string, len(marks))
+	for i, m := range marks {
+		ids[i] = m.VariableID
+	}
 	err := s.retry(ctx, TableSyncState, func(ctx context.Context) error {
+		merged := make(map[string]pipeline.Mark, len(marks))
+		if err := s.MarksOf(ctx, ids, func(m pipeline.Mark) error {
+			merged[m.VariableID] = m
+			return nil
+		}); err != nil {
+			return err
+		}
 		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms, reread_ms, rechecked_ms)")
 		if err != nil {
 			return err
 		}
 		defer b.Abort()
 		for _, m := range marks {
-			at := m.UpdatedAt
-			if at.IsZero() {
-				at = now
+			if m.UpdatedAt.IsZero() {
+				m.UpdatedAt = now
 			}
-			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, at.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs, m.RereadMs, m.RecheckedMs); err != nil {
+			stored, ok := merged[m.VariableID]
+			m = pipeline.MergeMark(stored, ok, m)
+			merged[m.VariableID] = m
+			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, m.UpdatedAt.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs, m.RereadMs, m.RecheckedMs); err != nil {
 				return fmt.Errorf("mark of %s: %w", m.VariableID, err)
 			}
 		}
