@@ -122,7 +122,11 @@ func TestTheGreaterRereadSurvivesTheMarkThatLosesAndTheMerge(t *testing.T) {
 		ctx := context.Background()
 		paid := pipeline.Mark{HwmMs: 500, LastActivityMs: 501, CheckedMs: 600, RereadMs: 400, RecheckedMs: 600}
 		older := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 100, RecheckedMs: 300}
-		for id, order := range map[string][]pipeline.Mark{"a": {paid, older}, "b": {older, paid}} {
+		// At equal marks the later read wins, whichever commits last,
+		// also once ClickHouse's merge has kept one row (for equal
+		// versions it keeps the row inserted last).
+		later := pipeline.Mark{HwmMs: 700, LastActivityMs: 470, CheckedMs: 990, RereadMs: 50, RecheckedMs: 990}
+		for id, order := range map[string][]pipeline.Mark{"a": {paid, older}, "b": {older, paid}, "c": {later, older}, "d": {older, later}} {
 			for _, m := range order {
 				m.VariableID = id
 				if err := s.Commit(ctx, []pipeline.Mark{m}); err != nil {
@@ -136,7 +140,8 @@ func TestTheGreaterRereadSurvivesTheMarkThatLosesAndTheMerge(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 400, RecheckedMs: 300}
-		if d := diffMarks(got, map[string]pipeline.Mark{"a": want, "b": want}); d != "" {
+		tie := pipeline.Mark{HwmMs: 700, LastActivityMs: 470, CheckedMs: 990, RereadMs: 100, RecheckedMs: 990}
+		if d := diffMarks(got, map[string]pipeline.Mark{"a": want, "b": want, "c": tie, "d": tie}); d != "" {
 			t.Errorf("marks differ:\n%s", d)
 		}
 	}
@@ -149,7 +154,7 @@ func TestTheGreaterRereadSurvivesTheMarkThatLosesAndTheMerge(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rows uint64
-			if err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+c.Table(chload.TableSyncState)).Scan(&rows); err != nil || rows != 2 {
+			if err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+c.Table(chload.TableSyncState)).Scan(&rows); err != nil || rows != 4 {
 				t.Fatalf("after OPTIMIZE FINAL: %d rows (%v), want one a variable", rows, err)
 			}
 		})
