@@ -28,6 +28,9 @@ import (
 // Commit reads the stored marks of what it commits and inserts each merged
 // with its stored one: the row that survives ClickHouse's merge then holds
 // both. Readers take max(reread_ms) too, which covers rows not merged yet.
+// The same keeps MergeMark's tie through the merge: of rows with equal
+// versions ReplacingMergeTree keeps the one inserted last, which is then
+// the merged mark, not an earlier read that committed late.
 // Two commits of one variable at the same moment (each between the other's
 // read and INSERT) can still lose the greater reread_ms to the merge: the
 // mark then owes more than it must, its next re-read starts lower, and
