@@ -20,15 +20,20 @@ type Outcome struct {
 // commit meets a stored mark: the given mark replaces the stored one
 // unless the stored one is further ahead. At equal marks the later read
 // (its CheckedMs) wins, whichever committed last, as the ClickHouse store's
-// version and argMax do. The winner is kept whole but for RereadMs, which
-// is the greater of the two: every point still promised below either
-// mark's RereadMs has landed, and none written since can be promised there
-// (a point is promised from the lookback of the mark in force when it is
-// written, and marks never move backwards), so the lower debt is paid.
-// Taking the winner's alone would let a run that outlived the mark it was
-// planned with (a backfill through several cycles, two cycles the lease
-// failed to keep apart) revive a debt a cycle beside it had paid, and the
-// next re-read would start below a settled watermark published meanwhile.
+// version and argMax do. The winner is kept whole but for RereadMs when
+// both debts were reckoned under one lookback (LookbackMs): then it is the
+// greater of the two. Below either, every point still promised has landed,
+// and none written since can be promised there (a point is promised from
+// the lookback of the mark in force when it is written, and marks never
+// move backwards), so the lower debt is paid. Taking the winner's alone
+// would let a run that outlived the mark it was planned with (a backfill
+// through several cycles, two cycles the lease failed to keep apart)
+// revive a debt a cycle beside it had paid, and the next re-read would
+// start below a settled watermark published meanwhile. Under another
+// lookback the argument fails (a backfill still running with the shorter
+// lookback of the configuration it was started with knows nothing of what
+// the longer one promises), and so does an unknown one: the winner's debt
+// stands, as it always did.
 func MergeMark(stored Mark, ok bool, m Mark) Mark {
 	if !ok {
 		return m
@@ -37,7 +42,9 @@ func MergeMark(stored Mark, ok bool, m Mark) Mark {
 	if stored.HwmMs > m.HwmMs || (stored.HwmMs == m.HwmMs && stored.CheckedMs > m.CheckedMs) {
 		w = stored
 	}
-	w.RereadMs = max(stored.RereadMs, m.RereadMs)
+	if stored.LookbackMs == m.LookbackMs && m.LookbackMs > 0 {
+		w.RereadMs = max(stored.RereadMs, m.RereadMs)
+	}
 	return w
 }
 
@@ -85,6 +92,7 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 		FutureMs:       o.FutureMs,
 		RereadMs:       max(t.Reread, started),
 		RecheckedMs:    rechecked,
+		LookbackMs:     t.LookbackMs,
 		UpdatedAt:      time.Now().UTC(),
 	}, true
 }
@@ -116,7 +124,7 @@ func BackfillMark(floor, lookbackMs int64) MarkFunc {
 		// while it ran, from that mark's lookback on (from its start
 		// without one).
 		m := t.Mark
-		m.VariableID, m.HwmMs, m.RereadMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, rereadOf(t.Mark, t.HasMark, lookbackMs, t.Start, t.End), time.Now().UTC()
+		m.VariableID, m.HwmMs, m.RereadMs, m.LookbackMs, m.UpdatedAt = t.Variable.ID, o.MaxTs, rereadOf(t.Mark, t.HasMark, lookbackMs, t.Start, t.End), lookbackMs, time.Now().UTC()
 		return m, true
 	}
 }
@@ -143,13 +151,13 @@ func earliest(a, b int64) int64 {
 // the plan and the lag read (a cycle never reads UpdatedAt, and the id is
 // the key).
 type markVals struct {
-	hwm, lastActivity, checked, future, reread, rechecked int64
+	hwm, lastActivity, checked, future, reread, rechecked, lookback int64
 }
 
 func valsOf(m Mark) markVals {
-	return markVals{hwm: m.HwmMs, lastActivity: m.LastActivityMs, checked: m.CheckedMs, future: m.FutureMs, reread: m.RereadMs, rechecked: m.RecheckedMs}
+	return markVals{hwm: m.HwmMs, lastActivity: m.LastActivityMs, checked: m.CheckedMs, future: m.FutureMs, reread: m.RereadMs, rechecked: m.RecheckedMs, lookback: m.LookbackMs}
 }
 
 func (v markVals) mark(id string) Mark {
-	return Mark{VariableID: id, HwmMs: v.hwm, LastActivityMs: v.lastActivity, CheckedMs: v.checked, FutureMs: v.future, RereadMs: v.reread, RecheckedMs: v.rechecked}
+	return Mark{VariableID: id, HwmMs: v.hwm, LastActivityMs: v.lastActivity, CheckedMs: v.checked, FutureMs: v.future, RereadMs: v.reread, RecheckedMs: v.rechecked, LookbackMs: v.lookback}
 }

@@ -33,6 +33,9 @@ type Target struct {
 	// Every point written while the read runs is promised from there on
 	// (see Mark.RereadMs), so the next re-read starts there at the latest.
 	Reread int64
+	// LookbackMs is the lookback Reread was reckoned under
+	// (Mark.LookbackMs); 0 when the planner did not say.
+	LookbackMs int64
 	// Tail says the target reads only the points after its mark, between
 	// two re-reads of the variable's lookback: it leaves Mark.RecheckedMs
 	// as it was and discharges nothing the mark owes below it.
@@ -117,7 +120,7 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			// read by the last re-read, or is owed to the next one.
 			start := max(o.Floor, m.HwmMs+1)
 			fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: m.HwmMs + 1,
-				Reread: windowFrom(m, ok, lookback), Tail: true, ReadFuture: true})
+				Reread: windowFrom(m, ok, lookback), LookbackMs: lookback, Tail: true, ReadFuture: true})
 			continue
 		}
 		from := windowFrom(m, ok, lookback)
@@ -128,7 +131,7 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			start = max(o.End-lookback, o.Floor)
 		}
 		fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from,
-			Reread: rereadOf(m, ok, lookback, start, o.End), ReadFuture: true})
+			Reread: rereadOf(m, ok, lookback, start, o.End), LookbackMs: lookback, ReadFuture: true})
 	}
 	return skipped
 }

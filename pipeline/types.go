@@ -109,7 +109,13 @@ type Mark struct {
 	// read was a re-read then). 1 asks for a re-read in the next cycle (a
 	// read after the mark found nothing though lastActivity moved).
 	RecheckedMs int64
-	UpdatedAt   time.Time
+	// LookbackMs is the sync.lookback RereadMs was reckoned under: a debt
+	// says which points written later are no longer promised, and that
+	// depends on the lookback. MergeMark takes the greater of two debts
+	// only when they share it. 0 when unknown (marks written before it
+	// existed, or by a run that does not say).
+	LookbackMs int64
+	UpdatedAt  time.Time
 }
 
 // VariableError is implemented by a source's error that belongs to one

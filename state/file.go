@@ -65,6 +65,7 @@ type fileMark struct {
 	FutureMs       int64     `json:"future_ms,omitempty"`
 	RereadMs       int64     `json:"reread_ms,omitempty"`
 	RecheckedMs    int64     `json:"rechecked_ms,omitempty"`
+	LookbackMs     int64     `json:"lookback_ms,omitempty"`
 	UpdatedAt      time.Time `json:"updated_at"`
 }
 
@@ -109,11 +110,11 @@ func (f *File) read() (map[string]pipeline.Mark, error) {
 }
 
 func (m fileMark) mark(id string) pipeline.Mark {
-	return pipeline.Mark{VariableID: id, HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, RereadMs: m.RereadMs, RecheckedMs: m.RecheckedMs, UpdatedAt: m.UpdatedAt}
+	return pipeline.Mark{VariableID: id, HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, RereadMs: m.RereadMs, RecheckedMs: m.RecheckedMs, LookbackMs: m.LookbackMs, UpdatedAt: m.UpdatedAt}
 }
 
 func newFileMark(m pipeline.Mark) fileMark {
-	return fileMark{HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, RereadMs: m.RereadMs, RecheckedMs: m.RecheckedMs, UpdatedAt: m.UpdatedAt.UTC()}
+	return fileMark{HwmMs: m.HwmMs, LastActivityMs: m.LastActivityMs, CheckedMs: m.CheckedMs, FutureMs: m.FutureMs, RereadMs: m.RereadMs, RecheckedMs: m.RecheckedMs, LookbackMs: m.LookbackMs, UpdatedAt: m.UpdatedAt.UTC()}
 }
 
 // readDoc reads and checks the whole file; a missing file is an empty doc.

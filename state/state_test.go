@@ -86,8 +86,8 @@ func TestCommitNeverMovesAMarkBackwards(t *testing.T) {
 			{{VariableID: "c", HwmMs: 1700000000000, LastActivityMs: 1}},
 			// A read that ended later, then one that ended earlier but
 			// committed after it (two overlapping syncs): the later read's
-			// mark stays whole, its point ahead included, but for the
-			// greater reread_ms of the two (pipeline.MergeMark).
+			// mark stays whole, its point ahead included (under no known
+			// lookback the winner's reread_ms stands: pipeline.MergeMark).
 			{{VariableID: "d", HwmMs: 40, LastActivityMs: 41, CheckedMs: 2000, FutureMs: 3000, RereadMs: 7, RecheckedMs: 1500}},
 			{{VariableID: "d", HwmMs: 40, LastActivityMs: 42, CheckedMs: 1000, RereadMs: 8, RecheckedMs: 1000}},
 		}
@@ -104,7 +104,7 @@ func TestCommitNeverMovesAMarkBackwards(t *testing.T) {
 			"a": {HwmMs: 100, LastActivityMs: 110},
 			"b": {HwmMs: 7, LastActivityMs: 9},
 			"c": {HwmMs: 1700000000000, LastActivityMs: 1},
-			"d": {HwmMs: 40, LastActivityMs: 41, CheckedMs: 2000, FutureMs: 3000, RereadMs: 8, RecheckedMs: 1500},
+			"d": {HwmMs: 40, LastActivityMs: 41, CheckedMs: 2000, FutureMs: 3000, RereadMs: 7, RecheckedMs: 1500},
 		}
 		if d := diffMarks(got, want); d != "" {
 			t.Errorf("marks after commits differ:\n%s", d)
@@ -120,13 +120,16 @@ func TestCommitNeverMovesAMarkBackwards(t *testing.T) {
 func TestTheGreaterRereadSurvivesTheMarkThatLosesAndTheMerge(t *testing.T) {
 	check := func(t *testing.T, s store, merge func()) {
 		ctx := context.Background()
-		paid := pipeline.Mark{HwmMs: 500, LastActivityMs: 501, CheckedMs: 600, RereadMs: 400, RecheckedMs: 600}
-		older := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 100, RecheckedMs: 300}
+		const lb = 3_600_000
+		paid := pipeline.Mark{HwmMs: 500, LastActivityMs: 501, CheckedMs: 600, RereadMs: 400, RecheckedMs: 600, LookbackMs: lb}
+		older := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 100, RecheckedMs: 300, LookbackMs: lb}
+		// Under another lookback the winner's debt stands (MergeMark).
+		longer := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 100, RecheckedMs: 300, LookbackMs: 2 * lb}
 		// At equal marks the later read wins, whichever commits last,
 		// also once ClickHouse's merge has kept one row (for equal
 		// versions it keeps the row inserted last).
-		later := pipeline.Mark{HwmMs: 700, LastActivityMs: 470, CheckedMs: 990, RereadMs: 50, RecheckedMs: 990}
-		for id, order := range map[string][]pipeline.Mark{"a": {paid, older}, "b": {older, paid}, "c": {later, older}, "d": {older, later}} {
+		later := pipeline.Mark{HwmMs: 700, LastActivityMs: 470, CheckedMs: 990, RereadMs: 50, RecheckedMs: 990, LookbackMs: lb}
+		for id, order := range map[string][]pipeline.Mark{"a": {paid, older}, "b": {older, paid}, "c": {later, older}, "d": {older, later}, "e": {paid, longer}, "f": {longer, paid}} {
 			for _, m := range order {
 				m.VariableID = id
 				if err := s.Commit(ctx, []pipeline.Mark{m}); err != nil {
@@ -139,9 +142,9 @@ func TestTheGreaterRereadSurvivesTheMarkThatLosesAndTheMerge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 400, RecheckedMs: 300}
-		tie := pipeline.Mark{HwmMs: 700, LastActivityMs: 470, CheckedMs: 990, RereadMs: 100, RecheckedMs: 990}
-		if d := diffMarks(got, map[string]pipeline.Mark{"a": want, "b": want, "c": tie, "d": tie}); d != "" {
+		want := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 400, RecheckedMs: 300, LookbackMs: lb}
+		tie := pipeline.Mark{HwmMs: 700, LastActivityMs: 470, CheckedMs: 990, RereadMs: 100, RecheckedMs: 990, LookbackMs: lb}
+		if d := diffMarks(got, map[string]pipeline.Mark{"a": want, "b": want, "c": tie, "d": tie, "e": longer, "f": longer}); d != "" {
 			t.Errorf("marks differ:\n%s", d)
 		}
 	}
@@ -154,7 +157,7 @@ func TestTheGreaterRereadSurvivesTheMarkThatLosesAndTheMerge(t *testing.T) {
 				t.Fatal(err)
 			}
 			var rows uint64
-			if err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+c.Table(chload.TableSyncState)).Scan(&rows); err != nil || rows != 4 {
+			if err := c.Conn().QueryRow(ctx, "SELECT count() FROM "+c.Table(chload.TableSyncState)).Scan(&rows); err != nil || rows != 6 {
 				t.Fatalf("after OPTIMIZE FINAL: %d rows (%v), want one a variable", rows, err)
 			}
 		})

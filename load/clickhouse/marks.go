@@ -23,19 +23,18 @@ import (
 // A row's version is its mark (hwm_ms), so when ClickHouse merges the rows of
 // a variable it keeps the greatest mark; readers take max(hwm_ms) so an
 // unmerged smaller mark, from a slow concurrent writer say, is never seen
-// either. The one field MergeMark takes from both marks, reread_ms (the
-// greater), would be lost by that merge when the smaller mark holds it, so
-// Commit reads the stored marks of what it commits and inserts each merged
-// with its stored one: the row that survives ClickHouse's merge then holds
-// both. Readers take max(reread_ms) too, which covers rows not merged yet.
-// The same keeps MergeMark's tie through the merge: of rows with equal
-// versions ReplacingMergeTree keeps the one inserted last, which is then
-// the merged mark, not an earlier read that committed late.
-// Two commits of one variable at the same moment (each between the other's
-// read and INSERT) can still lose the greater reread_ms to the merge: the
-// mark then owes more than it must, its next re-read starts lower, and
-// only a settled watermark published in between can be passed by a point
-// that was never promised (docs/reliability.md, the settled watermark).
+// either. MergeMark can also raise the winner's reread_ms to the loser's,
+// which that merge would lose with the loser's row, so Commit reads the
+// stored marks of what it commits and inserts each merged with its stored
+// one: the row that survives ClickHouse's merge (of rows with equal
+// versions, the one inserted last) is then the merged mark, and readers
+// pick, of a variable's rows, the one of the greatest mark, of the latest
+// read, with the greatest reread_ms: the merged one too. Two commits of one
+// variable at the same moment (each between the other's read and INSERT)
+// can still lose the greater reread_ms: the mark then owes more than it
+// must, its next re-read starts lower, and only a settled watermark
+// published in between can be passed, by a point that was never promised
+// (docs/reliability.md, the settled watermark).
 type Marks struct{ *pool }
 
 var (
@@ -63,6 +62,9 @@ var syncStateTable = tableDef{
 		// (pipeline.Mark.RecheckedMs); 0 in rows written before it,
 		// which makes the next read a re-read.
 		{name: "rechecked_ms", typ: "Int64"},
+		// The lookback reread_ms was reckoned under
+		// (pipeline.Mark.LookbackMs); 0 in rows written before it.
+		{name: "lookback_ms", typ: "Int64"},
 	},
 	// version is the mark itself (hwm_ms), so a merge keeps the
 	// greatest mark of a variable and can never move it backwards.
@@ -85,11 +87,10 @@ var syncWatermarkTable = tableDef{
 	engine: "ReplacingMergeTree(version) ORDER BY scope",
 }
 
-// Load returns each variable's greatest mark. LastActivityMs, CheckedMs,
-// FutureMs and RecheckedMs come from one row, the one holding that mark (on
-// a tie, the one of the latest read), so that they describe one read and
-// never mix two; RereadMs is the greatest of the variable's rows
-// (MergeMark).
+// Load returns each variable's greatest mark. Its fields come from one row,
+// the one holding that mark (on a tie, the one of the latest read, then the
+// greatest reread_ms: the merged mark Commit wrote), so that they describe
+// one mark and never mix two.
 func (s *Marks) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 	marks := map[string]pipeline.Mark{}
 	err := s.scan(ctx, "", func(m pipeline.Mark) error {
@@ -127,9 +128,9 @@ func (s *Marks) MarksOf(ctx context.Context, ids []string, fn func(pipeline.Mark
 // scan hands fn each variable's mark (see Load) of the rows where selects.
 func (s *Marks) scan(ctx context.Context, where string, fn func(pipeline.Mark) error) error {
 	table := s.table(TableSyncState)
-	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms)"
+	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms, reread_ms)"
 	rows, err := s.conn.Query(ctx,
-		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), max(reread_ms), argMax(rechecked_ms, "+key+"), max(updated_at) FROM "+
+		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), argMax(reread_ms, "+key+"), argMax(rechecked_ms, "+key+"), argMax(lookback_ms, "+key+"), max(updated_at) FROM "+
 			table+" "+where+" GROUP BY variable_id")
 	if err != nil {
 		return fmt.Errorf("load marks from %s (run `fleetsync migrate` if the table is missing): %w", table, err)
@@ -137,7 +138,7 @@ func (s *Marks) scan(ctx context.Context, where string, fn func(pipeline.Mark) e
 	defer rows.Close()
 	for rows.Next() {
 		var m pipeline.Mark
-		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.RereadMs, &m.RecheckedMs, &m.UpdatedAt); err != nil {
+		if err := rows.Scan(&m.VariableID, &m.HwmMs, &m.LastActivityMs, &m.CheckedMs, &m.FutureMs, &m.RereadMs, &m.RecheckedMs, &m.LookbackMs, &m.UpdatedAt); err != nil {
 			return fmt.Errorf("load marks from %s: %w", table, err)
 		}
 		if err := fn(m); err != nil {
@@ -171,7 +172,7 @@ func (s *Marks) Commit(ctx context.Context, marks []pipeline.Mark) error {
 		}); err != nil {
 			return err
 		}
-		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms, reread_ms, rechecked_ms)")
+		b, err := s.conn.PrepareBatch(ctx, "INSERT INTO "+table+" (variable_id, hwm_ms, last_activity_ms, updated_at, version, checked_ms, future_ms, reread_ms, rechecked_ms, lookback_ms)")
 		if err != nil {
 			return err
 		}
@@ -183,7 +184,7 @@ func (s *Marks) Commit(ctx context.Context, marks []pipeline.Mark) error {
 			stored, ok := merged[m.VariableID]
 			m = pipeline.MergeMark(stored, ok, m)
 			merged[m.VariableID] = m
-			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, m.UpdatedAt.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs, m.RereadMs, m.RecheckedMs); err != nil {
+			if err := b.Append(m.VariableID, m.HwmMs, m.LastActivityMs, m.UpdatedAt.UTC(), markVersion(m.HwmMs), m.CheckedMs, m.FutureMs, m.RereadMs, m.RecheckedMs, m.LookbackMs); err != nil {
 				return fmt.Errorf("mark of %s: %w", m.VariableID, err)
 			}
 		}

@@ -47,7 +47,9 @@ const (
 // 6: sync_state's reread_ms (pipeline.Mark.RereadMs), and sync_watermark.
 //
 // 7: sync_state's rechecked_ms (pipeline.Mark.RecheckedMs).
-const SchemaVersion = 7
+//
+// 8: sync_state's lookback_ms (pipeline.Mark.LookbackMs).
+const SchemaVersion = 8
 
 // column is one column of a table: its type, and the DEFAULT expression
 // used when it is added to an existing table or left out of an INSERT.
