@@ -94,11 +94,13 @@ func (s *Syncer) lag(vars []Variable, marks func(id string) (Mark, bool), floor 
 // earlier where the mark still owes points (windowFrom), never below the
 // retention floor. A mark ahead of the clock is read from the lookback
 // before the cycle's end (planEach), which a later cycle's end only
-// raises. Neither HwmMs nor RereadMs of a variable's stored mark ever
-// moves backwards (MergeMark keeps the greater of each), so neither does
-// windowFrom, nor the value, also where a run that outlived the mark it
-// was planned with commits the greater mark (a backfill through several
-// cycles, two cycles the lease failed to keep apart). A variable without
+// raises. Neither HwmMs nor, under one lookback, RereadMs of a variable's
+// stored mark ever moves backwards (MergeMark keeps the greater of each),
+// so neither does windowFrom, nor the value, also where a run that
+// outlived the mark it was planned with commits the greater mark (a
+// backfill through several cycles, two cycles the lease failed to keep
+// apart); a changed sync.lookback moves it, as raising it lowers it
+// anyway. A variable without
 // points is left out: its first points are loaded wherever they are
 // stamped (they are owed from the floor), as are those of a variable new
 // to the fleet.

@@ -155,7 +155,8 @@ type EventSyncer interface {
 
 // StateStore keeps the marks. Implementations must never move a mark
 // backwards: Commit keeps the greater HwmMs of the stored and the given
-// mark, and the greater RereadMs (MergeMark).
+// mark, and the greater RereadMs of two reckoned under one lookback
+// (MergeMark).
 type StateStore interface {
 	// Load returns every stored mark by variable id.
 	Load(ctx context.Context) (map[string]Mark, error)
