@@ -82,7 +82,7 @@ func (s *Syncer) lag(vars []Variable, marks func(id string) (Mark, bool), floor 
 			sum.lagging++
 		}
 		s.m.lag.Observe(l.Seconds())
-		if v, ok := settledOf(m, ok, floor, end, s.opts.Lookback.Milliseconds()); ok && (!sum.hasSettled || v < sum.settled) {
+		if v, ok := settledOf(m, ok, floor, end, lookbackMs(s.opts.Lookback)); ok && (!sum.hasSettled || v < sum.settled) {
 			sum.settled, sum.hasSettled = v, true
 		}
 	}

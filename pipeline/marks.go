@@ -19,33 +19,46 @@ type Outcome struct {
 // MergeMark is the never-backwards rule every StateStore applies when a
 // commit meets a stored mark: the given mark replaces the stored one
 // unless the stored one is further ahead. At equal marks the later read
-// (its CheckedMs) wins, whichever committed last, as the ClickHouse store's
-// version and argMax do. The winner is kept whole but for RereadMs when
-// both debts were reckoned under one lookback (LookbackMs): then it is the
-// greater of the two. Below either, every point still promised has landed,
-// and none written since can be promised there (a point is promised from
-// the lookback of the mark in force when it is written, and marks never
-// move backwards), so the lower debt is paid. Taking the winner's alone
-// would let a run that outlived the mark it was planned with (a backfill
-// through several cycles, two cycles the lease failed to keep apart)
-// revive a debt a cycle beside it had paid, and the next re-read would
-// start below a settled watermark published meanwhile. Under another
-// lookback the argument fails (a backfill still running with the shorter
-// lookback of the configuration it was started with knows nothing of what
-// the longer one promises), and so does an unknown one: the winner's debt
-// stands, as it always did.
+// (its CheckedMs) wins, whichever committed last; then the later
+// UpdatedAt (to the second, as the ClickHouse store keeps it), the later
+// LastActivityMs, FutureMs and the greater RereadMs, in the order the
+// ClickHouse store's readers rank its rows; the given mark on a tie of all
+// of them. The winner is kept whole but for RereadMs when both debts were
+// reckoned under one lookback (LookbackMs): then it is the greater of the
+// two. Below either, every point still promised has landed, and none
+// written since can be promised there (a point is promised from the
+// lookback of the mark in force when it is written, and marks never move
+// backwards), so the lower debt is paid. Taking the winner's alone would
+// let a run that outlived the mark it was planned with (a backfill through
+// several cycles, two cycles the lease failed to keep apart) revive a debt
+// a cycle beside it had paid, and the next re-read would start below a
+// settled watermark published meanwhile. Under two lookbacks, or an
+// unknown one, the winner's debt stands, as it always did (windowFrom
+// lowers one reckoned under a shorter lookback than the reader's).
 func MergeMark(stored Mark, ok bool, m Mark) Mark {
 	if !ok {
 		return m
 	}
 	w := m
-	if stored.HwmMs > m.HwmMs || (stored.HwmMs == m.HwmMs && stored.CheckedMs > m.CheckedMs) {
+	if stored.ranksAbove(m) {
 		w = stored
 	}
 	if stored.LookbackMs == m.LookbackMs && m.LookbackMs > 0 {
 		w.RereadMs = max(stored.RereadMs, m.RereadMs)
 	}
 	return w
+}
+
+// ranksAbove orders two marks of a variable as MergeMark's winner.
+func (a Mark) ranksAbove(b Mark) bool {
+	x := [...]int64{a.HwmMs, a.CheckedMs, a.UpdatedAt.Unix(), a.LastActivityMs, a.FutureMs, a.RereadMs}
+	y := [...]int64{b.HwmMs, b.CheckedMs, b.UpdatedAt.Unix(), b.LastActivityMs, b.FutureMs, b.RereadMs}
+	for i := range x {
+		if x[i] != y[i] {
+			return x[i] > y[i]
+		}
+	}
+	return false
 }
 
 // MarkFunc decides the mark committed for a completed target. ok false

@@ -104,7 +104,7 @@ func planWith(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 // planEach hands each target of vars to fn and returns the number of
 // variables skipped as idle; marks gives a variable's mark.
 func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions, fn func(Target)) (skipped int) {
-	lookback := o.Lookback.Milliseconds()
+	lookback := lookbackMs(o.Lookback)
 	for _, v := range vars {
 		if !o.Shard.Holds(v.ID) {
 			continue
@@ -136,17 +136,31 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 	return skipped
 }
 
+// lookbackMs is sync.lookback in ms as marks are reckoned under it: at
+// least 1, since a mark's LookbackMs of 0 means "unknown", and the debts
+// of a lookback of 0 must merge as those of any other (MergeMark). A
+// lookback of 0 then re-reads 1 ms more, which promises nothing less.
+func lookbackMs(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
 // windowFrom is where a read of a variable with mark m (ok false: none)
 // must start, before the retention floor: the lookback of its mark, or
 // earlier where the mark still owes the points written while the read
-// that committed it ran (Mark.RereadMs); noMark without a mark.
+// that committed it ran (Mark.RereadMs); noMark without a mark. A debt
+// reckoned under a shorter lookback than this one (a backfill of an older
+// configuration, a lookback raised since) is lowered by the difference:
+// it is at most the lookback of the mark it was reckoned from, and points
+// written since were promised from that mark's longer lookback.
 func windowFrom(m Mark, ok bool, lookbackMs int64) int64 {
 	if !ok || m.HwmMs <= 0 {
 		return noMark
 	}
 	from := m.HwmMs - lookbackMs
 	if m.RereadMs != 0 {
-		from = min(from, m.RereadMs)
+		owed := m.RereadMs
+		if m.LookbackMs > 0 && m.LookbackMs < lookbackMs {
+			owed -= lookbackMs - m.LookbackMs
+		}
+		from = min(from, owed)
 	}
 	return from
 }

@@ -242,7 +242,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 	// time with their marks, so that a backfill of the whole fleet holds
 	// no more of it than a cycle does.
 	w := s.newCycleWalk(clk, PlanOptions{Floor: floor, Shard: s.opts.Shard}, floor)
-	w.markFn, w.lagless = BackfillMark(floor, s.opts.Lookback.Milliseconds()), true
+	w.markFn, w.lagless = BackfillMark(floor, lookbackMs(s.opts.Lookback)), true
 	w.plan = func(part []Variable, marks *chunkMarks) (targets []Target, skipped int) {
 		for _, v := range part {
 			if !s.opts.Shard.Holds(v.ID) {
@@ -253,7 +253,7 @@ func (s *Syncer) Backfill(ctx context.Context, from, to int64, devices []string)
 			// cycle would have from the window it replaces: points a
 			// stopped pass loaded there, the floor having passed them
 			// since (Target.From), whatever the range.
-			hand := min(from, windowFrom(m, ok, s.opts.Lookback.Milliseconds()))
+			hand := min(from, windowFrom(m, ok, lookbackMs(s.opts.Lookback)))
 			targets = append(targets, Target{Variable: v, Start: start, End: end, Mark: m, HasMark: ok, From: hand})
 		}
 		return targets, 0

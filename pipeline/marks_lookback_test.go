@@ -1,0 +1,180 @@
+package pipeline
+
+import (
+	"testing"
+	"time"
+)
+
+// Found by the adversarial review of d09407b, whose tag alone did not
+// cover them; windowFrom now lowers a debt reckoned under a shorter
+// lookback than the reader's. TestARaisedLookbackBesideABackfillOfTheOldOneKeepsTheDaemonsDebt
+// has the backfill's mark lose the merge. Let it win instead (a backfill
+// planned a few minutes after the daemon's cycle, while that cycle still
+// runs, with the stored mark still m0: its End is later, and it loads a
+// point past the cycle's last one). The tags differ, so MergeMark keeps
+// the winner whole: the backfill's debt, reckoned under the old, shorter
+// lookback, replaces the one the daemon's re-read left under the longer
+// one, whichever commits first (the rule before 595bd41 too); the
+// daemon's planner must then read it as reckoned under 1h.
+//
+// Step by step, T the stored mark m0, lookback raised from 1h to 2h:
+//  1. the daemon restarts with 2h; at T+10m it plans a re-read of v
+//     from T-2h to T+10m with m0, and reads for a while;
+//  2. at T+15m a backfill of the old configuration (1h), from T-3h to
+//     now (T+15m), is planned with m0 still stored: it has joined
+//     (T-3h <= T-1h);
+//  3. after both passed T-2h+10s, a point p stamped there is written:
+//     T-2h+10s >= T-2h, the 2h lookback of the mark in force m0, so it is
+//     promised;
+//  4. the cycle commits T+9m owing from T-2h (tag 2h);
+//  5. the backfill, which found a point at T+12m, commits T+12m owing
+//     from T-1h (tag 1h): its mark is ahead, wins, and keeps its debt;
+//  6. the next re-read under 2h must start at or below p (taking the debt
+//     as it is, at min(T+12m-2h, T-1h) = T-1h48m, it never loaded p).
+//
+// The order of 4 and 5 does not matter (the subtest "backfill first").
+func TestARaisedLookbackBesideABackfillOfTheOldOneWhoseMarkWinsKeepsTheDaemonsDebt(t *testing.T) {
+	const (
+		T  = int64(1_000_000_000_000)
+		mi = int64(60_000)
+		h  = 60 * mi
+	)
+	floor := T - 30*24*h
+	v := Variable{ID: "v"}
+	m0 := Mark{VariableID: "v", HwmMs: T, CheckedMs: T, RecheckedMs: T - 10*h, LookbackMs: h}
+	stored := map[string]Mark{"v": m0}
+
+	// 1. The daemon's re-read under the raised lookback, planned with m0.
+	got, _ := Plan([]Variable{v}, stored, PlanOptions{Lookback: 2 * time.Hour, Floor: floor, End: T + 10*mi, IdleRecheck: time.Hour})
+	if len(got) != 1 || got[0].Tail || got[0].Start != T-2*h {
+		t.Fatalf("the daemon's plan: %+v, want a re-read from T-2h", got)
+	}
+	cyc := got[0]
+	// 2. The backfill under the old lookback, planned with m0 at T+15m
+	// (Syncer.Backfill: End is min(to, now)).
+	bf := Target{Variable: v, Start: T - 3*h, End: T + 15*mi, Mark: m0, HasMark: true, From: T - 3*h}
+	// 3. p, written while both read, after both passed its timestamp.
+	p := T - 2*h + 10_000
+	if p < m0.HwmMs-2*h {
+		t.Fatal("p is not promised")
+	}
+	mc, _ := IncrementalMark(cyc, Outcome{MaxTs: T + 9*mi, StartMs: cyc.Start})
+	mb, ok := BackfillMark(floor, h)(bf, Outcome{MaxTs: T + 12*mi, StartMs: bf.Start})
+	if !ok {
+		t.Fatal("the backfill commits no mark")
+	}
+	for name, order := range map[string][]Mark{"cycle first": {mc, mb}, "backfill first": {mb, mc}} {
+		t.Run(name, func(t *testing.T) {
+			s := m0
+			for _, m := range order {
+				s = MergeMark(s, true, m)
+			}
+			// 6. The next re-read under 2h.
+			if from := windowFrom(s, true, 2*h); from > p {
+				t.Errorf("the next re-read starts at T%+d ms, above the promised point p at T%+d ms: p is lost (stored mark %+v)", from-T, p-T, s)
+			}
+		})
+	}
+}
+
+// Simpler still: no cycle commits beside the backfill at all. The daemon,
+// restarted with a 2h lookback, committed m0 (tagged 2h) and re-reads
+// only once its recheck period is up; a backfill of the old configuration
+// (1h) is planned with m0 and commits its mark, reckoning its debt under
+// 1h: BackfillMark's rereadOf(m0, 1h) is m0 less 1h, above the points in
+// [m0-2h, m0-1h) that the daemon's 2h promised while the backfill ran.
+// No merge meets two debts: the daemon's planner must read the tag
+// (windowFrom).
+//
+//  1. m0 = T, committed by the daemon's re-read under 2h (owing from
+//     T-2h-5m, the lookback of the mark before it);
+//  2. at T+5m a backfill (1h) from T-3h to T+5m is planned with m0;
+//  3. after it passed T-2h+10s, p stamped there is written: the mark in
+//     force is m0, the daemon's lookback 2h, so p is promised;
+//  4. the backfill commits T+4m owing from T-1h (tag 1h): nothing else
+//     commits, it stands;
+//  5. the daemon's next re-read (2h) must start at or below p (taking
+//     the debt as it is, at min(T+4m-2h, T-1h) = T-1h56m, it never
+//     loaded p).
+func TestABackfillOfAShorterLookbackLeavesWhatTheDaemonsLongerOnePromisedOwed(t *testing.T) {
+	const (
+		T  = int64(1_000_000_000_000)
+		mi = int64(60_000)
+		h  = 60 * mi
+	)
+	floor := T - 30*24*h
+	v := Variable{ID: "v"}
+	m0 := Mark{VariableID: "v", HwmMs: T, CheckedMs: T, RecheckedMs: T, RereadMs: T - 2*h - 5*mi, LookbackMs: 2 * h}
+	bf := Target{Variable: v, Start: T - 3*h, End: T + 5*mi, Mark: m0, HasMark: true, From: T - 3*h}
+	p := T - 2*h + 10_000
+	if p < windowFrom(m0, true, 2*h) {
+		t.Fatal("p is not promised")
+	}
+	mb, ok := BackfillMark(floor, h)(bf, Outcome{MaxTs: T + 4*mi, StartMs: bf.Start})
+	if !ok {
+		t.Fatal("the backfill commits no mark")
+	}
+	s := MergeMark(m0, true, mb)
+	got, _ := Plan([]Variable{v}, map[string]Mark{"v": s}, PlanOptions{Lookback: 2 * time.Hour, Floor: floor, End: T + 2*h, IdleRecheck: time.Hour})
+	if len(got) != 1 || got[0].Tail {
+		t.Fatalf("the daemon's next re-read: %+v", got)
+	}
+	if got[0].Start > p {
+		t.Errorf("the daemon's next re-read starts at T%+d ms, above the promised point p at T%+d ms: p is lost (stored mark %+v)", got[0].Start-T, p-T, s)
+	}
+}
+
+// sync.lookback: 0 is a valid configuration (config/validate.go: "set 0 or
+// more"); its marks carried LookbackMs 0, which MergeMark reads as
+// "unknown", so it never took the greater reread_ms (found by the
+// adversarial review of d09407b). Marks are now reckoned under a lookback
+// of at least 1 ms (lookbackMs). Two cycles the lease failed to keep apart, lookback 0,
+// re-read every cycle (IdleRecheck 0), the variable's points s0 at T+1m
+// and s at T+2m, its stored mark m0 at T:
+//  1. cycle a is planned at T+10m with m0 (a re-read from T, owing from
+//     T) and reads slowly;
+//  2. cycle b is planned at T+11m with m0, loads s0 and s, commits T+2m;
+//  3. cycle c is planned at T+20m with b's mark, re-reads from T, commits
+//     T+2m owing from T+2m; the watermark published after it is T+2m;
+//  4. q, stamped T+5m, is written at T+21m; cycle a, reading past T+2m
+//     only now, loads it and commits T+5m owing from T: its mark is
+//     ahead, and with no lookback on record the winner's debt stands;
+//  5. the next cycle re-reads from T and loads s0 (T+1m), below the
+//     watermark T+2m it published in step 3.
+//
+// Under a lookback of 1h the same steps keep T+2m (the tags match).
+func TestALookbackOfZeroKeepsTheSettledWatermarkFromMovingBack(t *testing.T) {
+	const (
+		T  = int64(1_000_000_000_000)
+		mi = int64(60_000)
+		h  = 60 * mi
+	)
+	for _, lb := range []time.Duration{0, time.Hour} {
+		t.Run(lb.String(), func(t *testing.T) {
+			floor := T - 30*24*h
+			v := Variable{ID: "v"}
+			lbMs := lookbackMs(lb)
+			m0 := Mark{VariableID: "v", HwmMs: T, CheckedMs: T, RecheckedMs: T, RereadMs: T - lbMs, LookbackMs: lbMs}
+			plan := func(m Mark, end int64) Target {
+				got, _ := Plan([]Variable{v}, map[string]Mark{"v": m}, PlanOptions{Lookback: lb, Floor: floor, End: end})
+				if len(got) != 1 || got[0].Tail {
+					t.Fatalf("plan at T%+d: %+v, want a re-read", end-T, got)
+				}
+				return got[0]
+			}
+			commit := func(s Mark, tg Target, maxTs int64) Mark {
+				m, _ := IncrementalMark(tg, Outcome{MaxTs: maxTs, StartMs: tg.Start})
+				return MergeMark(s, true, m)
+			}
+			ca := plan(m0, T+10*mi)                    // 1.
+			s := commit(m0, plan(m0, T+11*mi), T+2*mi) // 2.
+			s = commit(s, plan(s, T+20*mi), T+2*mi)    // 3.
+			wm, _ := settledOf(s, true, floor, T+20*mi, lbMs)
+			s = commit(s, ca, T+5*mi) // 4.
+			next := plan(s, T+30*mi)  // 5.
+			if next.Start < wm {
+				t.Errorf("the next cycle re-reads from T%+d ms, below the settled watermark T%+d ms published after cycle c, and loads s0 at T+60000 ms again (stored mark %+v)", next.Start-T, wm-T, s)
+			}
+		})
+	}
+}
