@@ -49,6 +49,7 @@ const (
 	featTooLarge       // responses too large for the decoder to hold
 	featInterlude      // a quiet cycle and its check between the steps
 	featHot            // the writes at a run's moments all go to one chatty variable
+	featLookback       // sync.lookback changes between steps; a backfill may keep the one before
 	// Faults, each kind on or off.
 	faultWalk        // a walk fails
 	faultWalkDrop    // shifting pages drop a variable
@@ -69,7 +70,7 @@ const (
 var simFeatureNames = [simFeatureCount]string{
 	"new", "burst", "late", "ahead", "boundary", "once", "delete",
 	"at-walk", "during-read", "after-read", "at-commit",
-	"clock", "backfill", "alone", "shards", "crash", "skip-idle", "short-retention", "too-large", "interlude", "hot",
+	"clock", "backfill", "alone", "shards", "crash", "skip-idle", "short-retention", "too-large", "interlude", "hot", "lookback",
 	"walk", "walk/drop", "walk/twice", "walk/restart", "walk/page", "series/429", "series/undecodable",
 	"series/cut-body", "append", "insert", "marks/load", "marks/commit", "rollup",
 }
@@ -229,13 +230,49 @@ func (c simConfig) beside(cycles int, held bool) string {
 }
 
 // promisedFrom is where the promise to a point written to v now starts:
-// the lookback of v's mark in force, math.MinInt64 without one. Caller
-// holds w.mu.
+// the lookback of v's mark in force, under the lookback configured now
+// (the daemon's), math.MinInt64 without one. Caller holds w.mu.
 func (w *simWorld) promisedFrom(v *simVar) int64 {
 	if m, ok := w.marks[v.id]; ok && m.HwmMs > 0 {
-		return m.HwmMs - simLookback.Milliseconds()
+		return m.HwmMs - w.lookback
 	}
 	return math.MinInt64
+}
+
+// owedUnder is a mark's debt as a reader of lookback lb takes it: lowered
+// by the difference when it was reckoned under a shorter one (the
+// product's windowFrom), 0 without one.
+func owedUnder(m Mark, lb int64) int64 {
+	if m.RereadMs == 0 {
+		return 0
+	}
+	if m.LookbackMs > 0 && m.LookbackMs < lb {
+		return m.RereadMs - (lb - m.LookbackMs)
+	}
+	return m.RereadMs
+}
+
+// changeLookback changes sync.lookback before step i, in one step of three
+// where the seed turns featLookback on, to another of 30 min, 1 h and 2 h:
+// the cycles from then on run with it, and a backfill may run with the one
+// before (an operator's old configuration). Caller holds w.mu.
+func (w *simWorld) changeLookback(i int) {
+	if !w.cfg.on.has(featLookback) {
+		return
+	}
+	r := rand.New(rand.NewPCG(w.seed^0x100cbac, uint64(i)))
+	if r.IntN(3) != 0 {
+		return
+	}
+	next := w.lookback
+	for next == w.lookback {
+		next = []int64{30 * 60_000, 3_600_000, 2 * 3_600_000}[r.IntN(3)]
+	}
+	w.prevLookback, w.lookback = w.lookback, next
+	if next > w.prevLookback {
+		w.raises++
+	}
+	w.logf("step %d: sync.lookback %d ms, was %d ms", i, next, w.prevLookback)
 }
 
 // writeLate writes late points to v anywhere in the range the contract
@@ -686,11 +723,14 @@ func owedFrom(m Mark) int64 { return m.RereadMs }
 // those runs is promised from the lookback of the mark in force then, and
 // a backfill that moves the mark must have read it. Caller holds w.mu.
 func (w *simWorld) owedBy(p *simProc, m Mark) func(simPoint) bool {
-	from, runs := owedFrom(m), w.owes[m.VariableID]
+	// The next re-read runs with the lookback configured then: the
+	// greater of the run's and today's, the wider excuse.
+	lb := max(p.lookback, w.lookback)
+	from, runs := owedUnder(m, lb), w.owes[m.VariableID]
 	if planned, ok := p.tails[m.VariableID]; ok && !strings.HasPrefix(p.name, "backfill") {
-		from, below := m.HwmMs-simLookback.Milliseconds(), planned.HwmMs
+		from, below := m.HwmMs-lb, planned.HwmMs
 		if m.RereadMs != 0 {
-			from = min(from, m.RereadMs)
+			from = min(from, owedUnder(m, lb))
 		}
 		return func(pt simPoint) bool { return pt.ts >= from && pt.ts <= below }
 	}

@@ -85,7 +85,8 @@ func runSim(t *testing.T, seed uint64, vars, steps int) simResult {
 func runSimBubbled(seed uint64, vars, steps int) simResult {
 	cfg := simScenario(seed, vars, steps)
 	w := &simWorld{seed: seed, cfg: cfg, byID: map[string]*simVar{}, seen: map[string]int{},
-		stored: map[string]map[int64]float64{}, marks: map[string]Mark{}}
+		stored: map[string]map[int64]float64{}, marks: map[string]Mark{},
+		lookback: simLookback.Milliseconds(), prevLookback: simLookback.Milliseconds()}
 	w.sched = newSimSched(w)
 	go w.sched.run()
 	defer w.sched.stop()
@@ -154,6 +155,7 @@ func (w *simWorld) step(i int) {
 	r := rand.New(rand.NewPCG(w.seed, uint64(i)))
 	w.now.Add([]int64{1_000, 60_000, 5 * 60_000, 3_600_000, 3 * 3_600_000}[r.IntN(5)])
 	w.mu.Lock()
+	w.changeLookback(i)
 	for range r.IntN(4) {
 		w.writeBurst(r, false)
 	}
@@ -204,6 +206,9 @@ func (w *simWorld) step(i int) {
 		if w.cfg.on.has(featAlone) {
 			held = nil
 		}
+		// Where the lookback changes, half the backfills run with the one
+		// before: the operator's old configuration.
+		old := w.cfg.on.has(featLookback) && r.IntN(2) == 0
 		w.logf("step %d: %s %d..%d%s", i, kind, from-simStart, to-simStart, w.cfg.beside(len(gaps), held != nil))
 		var wg sync.WaitGroup
 		wg.Add(2)
@@ -211,6 +216,9 @@ func (w *simWorld) step(i int) {
 			defer wg.Done()
 			bp := w.proc(fmt.Sprintf("backfill%d", i), w.cfg.crashes)
 			bp.held = held
+			if old {
+				bp.lookback = w.prevLookback
+			}
 			w.run(bp, func(s *Syncer, ctx context.Context) error {
 				var sum Summary
 				var err error
@@ -330,6 +338,10 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	w.mu.Lock()
 	w.runs++
 	p.cancel, p.startSeq, p.run = cancel, w.seq, w.runs
+	if p.lookback == 0 {
+		p.lookback = w.lookback
+	}
+	p.startRaises = w.raises
 	p.startPubs, p.startHolders = len(w.watermarks), w.holders()
 	w.mu.Unlock()
 	src := simSource{p}
@@ -341,7 +353,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 		Engine: EngineOptions{RowsPerRequest: w.cfg.rows, VariablesPerRequest: w.cfg.perReq, MaxInFlight: w.cfg.inFlight,
 			InsertWorkers: w.cfg.workers, BatchRows: w.cfg.batchRows, BatchAge: time.Hour, RetryWait: time.Microsecond,
 			Links: []Link{analyst.Link(simRollup{p}), simPlans(p)}, Counts: counts, Turns: w.sched.turns(p.name)},
-		Retention: simRetention, Margin: simMargin, Lookback: simLookback, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
+		Retention: simRetention, Margin: simMargin, Lookback: time.Duration(p.lookback) * time.Millisecond, SkipIdle: w.cfg.skipIdle, IdleRecheck: simRecheck,
 		Shard: Shard{Index: index, Count: count}, MoveChunk: w.cfg.moveChunk,
 		Now: func() time.Time { return time.UnixMilli(w.now.Load()) },
 	}

@@ -29,6 +29,7 @@ type simWatermark struct {
 	ms      int64
 	holders map[string]bool
 	each    map[string]int64
+	raises  int // how often sync.lookback had been raised then
 }
 
 // simWatermarkWriter is the WatermarkWriter of one process.
@@ -45,7 +46,7 @@ func (s simWatermarkWriter) PublishWatermark(_ context.Context, scope string, ms
 	if ms > w.now.Load() {
 		w.violate("%s published the watermark %+d, ahead of the clock %+d", s.p.name, ms-simStart, w.now.Load()-simStart)
 	}
-	wm := simWatermark{ms: math.MinInt64, each: w.settledNow()}
+	wm := simWatermark{ms: math.MinInt64, each: w.settledNow(), raises: w.raises}
 	if scope == "" {
 		wm.ms, wm.holders = ms, map[string]bool{}
 		for id := range s.p.startHolders {
@@ -69,7 +70,7 @@ func (s simWatermarkWriter) PublishWatermark(_ context.Context, scope string, ms
 // another variable's lower value hides a variable's from the fleet's.
 // Caller holds w.mu.
 func (w *simWorld) settledNow() map[string]int64 {
-	now, lb := w.now.Load(), simLookback.Milliseconds()
+	now, lb := w.now.Load(), w.lookback
 	each := map[string]int64{}
 	for id, m := range w.marks {
 		if m.HwmMs <= 0 {
@@ -77,7 +78,7 @@ func (w *simWorld) settledNow() map[string]int64 {
 		}
 		from := m.HwmMs - lb
 		if m.RereadMs != 0 {
-			from = min(from, m.RereadMs)
+			from = min(from, owedUnder(m, lb))
 		}
 		each[id] = max(now-simRetention.Milliseconds(), min(from, now-simMargin.Milliseconds()-lb))
 	}
@@ -102,8 +103,17 @@ func (w *simWorld) checkWatermarks(p *simProc, rows []Row) {
 	if strings.HasPrefix(p.name, "backfill") {
 		return
 	}
-	for _, wm := range w.watermarks[:p.startPubs] {
+	// Raising sync.lookback lowers the watermark (docs/reliability.md):
+	// a run begun after a raise is held only to those published since.
+	for k, wm := range w.watermarks[:p.startPubs] {
+		if wm.raises < p.startRaises {
+			continue
+		}
 		for _, r := range rows {
+			if k < w.crossedAt[r.VariableID] {
+				// A mark of another lookback won with its own debt since.
+				continue
+			}
 			if wm.holders[r.VariableID] && r.TsMs < wm.ms {
 				w.violate("%s loaded %s@%+d, stamped before the watermark %+d published before it began", p.name, r.VariableID, r.TsMs-simStart, wm.ms-simStart)
 				return

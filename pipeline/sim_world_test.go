@@ -200,6 +200,15 @@ type simWorld struct {
 	// unfinished are the ranges of the backfills that failed in the
 	// last step, which the operator runs again (sim_swarm_test.go).
 	unfinished [][2]int64
+	// lookback is sync.lookback as configured now (ms), prevLookback the
+	// one before it, raises how often it was raised (changeLookback).
+	lookback, prevLookback int64
+	raises                 int
+	// crossedAt is, per variable, how many watermarks were published when
+	// a commit of a mark reckoned under another lookback last won the
+	// merge with its own debt (MergeMark keeps the winner's then): the
+	// variable's next re-read may start lower, as docs/reliability.md says.
+	crossedAt map[string]int
 }
 
 // draw is the model's random choice of kind for content: a function of the
@@ -421,10 +430,15 @@ type simProc struct {
 	// held, when not nil, holds the run's raw-series requests until it is
 	// closed: a run planned with the marks of its start that reads after
 	// the runs beside it have committed theirs (oneAfterAnother).
-	held   chan struct{}
-	heldN  int  // requests held so far, guarded by w.mu
-	dead   bool // guarded by w.mu
-	cancel context.CancelFunc
+	held  chan struct{}
+	heldN int // requests held so far, guarded by w.mu
+	// lookback is the sync.lookback the run was started with (ms); 0
+	// takes the one configured when it starts. startRaises is how often
+	// it had been raised then.
+	lookback    int64
+	startRaises int
+	dead        bool // guarded by w.mu
+	cancel      context.CancelFunc
 	// startSeq is the world's write counter when its run began: points
 	// written after it need not be loaded by the run's marks.
 	startSeq int64
@@ -983,6 +997,12 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 		w.checkRolled(s.p, m)
 		old, ok := w.marks[m.VariableID]
 		merged := MergeMark(old, ok, m)
+		if ok && old.LookbackMs != m.LookbackMs && min(merged.HwmMs-w.lookback, owedUnder(merged, w.lookback)) < min(old.HwmMs-w.lookback, owedUnder(old, w.lookback)) {
+			if w.crossedAt == nil {
+				w.crossedAt = map[string]int{}
+			}
+			w.crossedAt[m.VariableID] = len(w.watermarks)
+		}
 		// m won when the merge kept it, whatever reread it took from the
 		// stored mark.
 		won := merged

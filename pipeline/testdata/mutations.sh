@@ -22,6 +22,7 @@ mutations=(
   'joined|pipeline/marks.go|s/t\.Start <= windowFrom\(t\.Mark, true, lookbackMs\)/t.Start <= t.Mark.HwmMs/'
   'debt|pipeline/marks.go|s/t\.Start <= windowFrom\(t\.Mark, true, lookbackMs\)/t.Start <= t.Mark.HwmMs-lookbackMs/'
   'merge|pipeline/marks.go|s/\tw\.RereadMs = max\(stored\.RereadMs, m\.RereadMs\)\n//'
+  'crosslookback|pipeline/marks.go|s/if stored\.LookbackMs == m\.LookbackMs && m\.LookbackMs > 0 \{/if true {/'
   'paidpast|pipeline/plan.go|s/return max\(windowFrom\(m, ok, lookbackMs\), min\(m\.HwmMs-lookbackMs, end\+1\)\)/return m.HwmMs - lookbackMs/'
   'rollup|load/analyst/analyst.go|s/FromMs: min\(d\.MinTs, d\.From\)/FromMs: d.MinTs/'
   'recompute|load/analyst/analyst.go|s/if err != nil \{\n(\t\t\treturn fmt\.Errorf\("recompute)/if false {\n$1/'
@@ -36,6 +37,7 @@ describe() {
   joined) echo "a backfill joins up without the lookback (marks.go BackfillMark)" ;;
   debt) echo "a backfill joins up above what the mark owes (marks.go BackfillMark)" ;;
   merge) echo "the merge keeps the winner's reread, not the greater (marks.go MergeMark)" ;;
+  crosslookback) echo "the merge keeps the greater reread across lookbacks (marks.go MergeMark)" ;;
   paidpast) echo "a re-read pays what its mark owed past its end (plan.go rereadOf)" ;;
   rollup) echo "the rollup range not widened to From (load/analyst RangeOf)" ;;
   recompute) echo "marks committed after a failed recompute (load/analyst link)" ;;
