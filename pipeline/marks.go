@@ -21,9 +21,9 @@ type Outcome struct {
 // unless the stored one is further ahead. At equal marks the later read
 // (its CheckedMs) wins, whichever committed last; then the later
 // UpdatedAt (to the second, as the ClickHouse store keeps it), the later
-// LastActivityMs, FutureMs and the greater RereadMs, in the order the
-// ClickHouse store's readers rank its rows; the given mark on a tie of all
-// of them. The winner is kept whole but for RereadMs when both debts were
+// LastActivityMs, FutureMs, then the greater RereadMs, RecheckedMs and
+// LookbackMs, in the order the ClickHouse store's readers rank its rows;
+// the given mark on a tie of all of them (the same mark). The winner is kept whole but for RereadMs when both debts were
 // reckoned under one lookback (LookbackMs): then it is the greater of the
 // two. Below either, every point still promised has landed, and none
 // written since can be promised there (a point is promised from the
@@ -51,8 +51,8 @@ func MergeMark(stored Mark, ok bool, m Mark) Mark {
 
 // ranksAbove orders two marks of a variable as MergeMark's winner.
 func (a Mark) ranksAbove(b Mark) bool {
-	x := [...]int64{a.HwmMs, a.CheckedMs, a.UpdatedAt.Unix(), a.LastActivityMs, a.FutureMs, a.RereadMs}
-	y := [...]int64{b.HwmMs, b.CheckedMs, b.UpdatedAt.Unix(), b.LastActivityMs, b.FutureMs, b.RereadMs}
+	x := [...]int64{a.HwmMs, a.CheckedMs, a.UpdatedAt.Unix(), a.LastActivityMs, a.FutureMs, a.RereadMs, a.RecheckedMs, a.LookbackMs}
+	y := [...]int64{b.HwmMs, b.CheckedMs, b.UpdatedAt.Unix(), b.LastActivityMs, b.FutureMs, b.RereadMs, b.RecheckedMs, b.LookbackMs}
 	for i := range x {
 		if x[i] != y[i] {
 			return x[i] > y[i]

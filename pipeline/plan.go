@@ -119,8 +119,9 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			// Its new points alone: what lies at or below the mark was
 			// read by the last re-read, or is owed to the next one.
 			start := max(o.Floor, m.HwmMs+1)
+			owed := windowFrom(m, ok, lookback)
 			fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: m.HwmMs + 1,
-				Reread: windowFrom(m, ok, lookback), LookbackMs: lookback, Tail: true, ReadFuture: true})
+				Reread: owed, LookbackMs: debtLookback(m, owed, lookback), Tail: true, ReadFuture: true})
 			continue
 		}
 		from := windowFrom(m, ok, lookback)
@@ -130,8 +131,9 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 			// the lookback before now instead of nothing at all.
 			start = max(o.End-lookback, o.Floor)
 		}
+		owed := rereadOf(m, ok, lookback, start, o.End)
 		fn(Target{Variable: v, Start: start, End: o.End, Mark: m, HasMark: ok, From: from,
-			Reread: rereadOf(m, ok, lookback, start, o.End), LookbackMs: lookback, ReadFuture: true})
+			Reread: owed, LookbackMs: debtLookback(m, owed, lookback), ReadFuture: true})
 	}
 	return skipped
 }
@@ -141,6 +143,19 @@ func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 // of a lookback of 0 must merge as those of any other (MergeMark). A
 // lookback of 0 then re-reads 1 ms more, which promises nothing less.
 func lookbackMs(d time.Duration) int64 { return max(d.Milliseconds(), 1) }
+
+// debtLookback is the lookback a read planned under lookback with mark m
+// reckons the debt owed under: the mark's own where the read keeps the
+// mark's debt as it is and that was reckoned under a lookback no shorter.
+// The debt stays as exact as it was: tagged with a shorter lookback, a
+// longer one configured later would lower it by more than it must, below
+// a settled watermark published under the longer one.
+func debtLookback(m Mark, owed, lookback int64) int64 {
+	if owed == m.RereadMs && m.LookbackMs >= lookback {
+		return m.LookbackMs
+	}
+	return lookback
+}
 
 // windowFrom is where a read of a variable with mark m (ok false: none)
 // must start, before the retention floor: the lookback of its mark, or

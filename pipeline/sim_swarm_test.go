@@ -269,8 +269,17 @@ func (w *simWorld) changeLookback(i int) {
 		next = []int64{30 * 60_000, 3_600_000, 2 * 3_600_000}[r.IntN(3)]
 	}
 	w.prevLookback, w.lookback = w.lookback, next
-	if next > w.prevLookback {
-		w.raises++
+	if next < w.prevLookback {
+		// Lowering it withdraws what the longer one promised of the points
+		// not read since (docs/operations.md): they are promised from the
+		// new lookback of the mark they were written under.
+		for _, v := range w.vars {
+			for k := range v.points {
+				if pt := &v.points[k]; pt.from != math.MinInt64 && pt.lb > next {
+					pt.from, pt.lb = pt.from+pt.lb-next, next
+				}
+			}
+		}
 	}
 	w.logf("step %d: sync.lookback %d ms, was %d ms", i, next, w.prevLookback)
 }
@@ -516,7 +525,7 @@ func (w *simWorld) noteRead(p *simProc, m Mark) {
 func (p simPoint) String() string {
 	from := "none"
 	if p.from != math.MinInt64 {
-		from = fmtRel(p.from+simLookback.Milliseconds()) + " ms"
+		from = fmtRel(p.from+p.lb) + " ms"
 	}
 	at := p.at
 	if at == "" {

@@ -341,7 +341,9 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	if p.lookback == 0 {
 		p.lookback = w.lookback
 	}
-	p.startRaises = w.raises
+	for k := range w.watermarks {
+		w.watermarks[k].widest = max(w.watermarks[k].widest, p.lookback)
+	}
 	p.startPubs, p.startHolders = len(w.watermarks), w.holders()
 	w.mu.Unlock()
 	src := simSource{p}

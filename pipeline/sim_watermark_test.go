@@ -29,7 +29,10 @@ type simWatermark struct {
 	ms      int64
 	holders map[string]bool
 	each    map[string]int64
-	raises  int // how often sync.lookback had been raised then
+	// lookback is sync.lookback when it was published, widest the
+	// longest any run begun since ran with, or any debt committed since
+	// was reckoned under.
+	lookback, widest int64
 }
 
 // simWatermarkWriter is the WatermarkWriter of one process.
@@ -46,7 +49,7 @@ func (s simWatermarkWriter) PublishWatermark(_ context.Context, scope string, ms
 	if ms > w.now.Load() {
 		w.violate("%s published the watermark %+d, ahead of the clock %+d", s.p.name, ms-simStart, w.now.Load()-simStart)
 	}
-	wm := simWatermark{ms: math.MinInt64, each: w.settledNow(), raises: w.raises}
+	wm := simWatermark{ms: math.MinInt64, each: w.settledNow(), lookback: w.lookback, widest: w.lookback}
 	if scope == "" {
 		wm.ms, wm.holders = ms, map[string]bool{}
 		for id := range s.p.startHolders {
@@ -103,22 +106,20 @@ func (w *simWorld) checkWatermarks(p *simProc, rows []Row) {
 	if strings.HasPrefix(p.name, "backfill") {
 		return
 	}
-	// Raising sync.lookback lowers the watermark (docs/reliability.md):
-	// a run begun after a raise is held only to those published since.
-	for k, wm := range w.watermarks[:p.startPubs] {
-		if wm.raises < p.startRaises {
-			continue
-		}
+	// A longer sync.lookback than the one a watermark was published under
+	// lowers it by as much (docs/reliability.md): configured since (a read
+	// of it starts that much lower), or the one a debt committed since was
+	// reckoned under (a backfill of the old configuration, a run planned
+	// before it was lowered: a mark of it that wins the merge keeps its
+	// debt). widest is the longest of those (runShard, simStore.Commit).
+	for _, wm := range w.watermarks[:p.startPubs] {
+		slack := wm.widest - wm.lookback
 		for _, r := range rows {
-			if k < w.crossedAt[r.VariableID] {
-				// A mark of another lookback won with its own debt since.
-				continue
-			}
-			if wm.holders[r.VariableID] && r.TsMs < wm.ms {
+			if wm.holders[r.VariableID] && r.TsMs < wm.ms-slack {
 				w.violate("%s loaded %s@%+d, stamped before the watermark %+d published before it began", p.name, r.VariableID, r.TsMs-simStart, wm.ms-simStart)
 				return
 			}
-			if v, ok := wm.each[r.VariableID]; ok && r.TsMs < v {
+			if v, ok := wm.each[r.VariableID]; ok && r.TsMs < v-slack {
 				w.violate("%s loaded %s@%+d, stamped before %+d, where that variable's reads started at the earliest when a watermark was published before it began", p.name, r.VariableID, r.TsMs-simStart, v-simStart)
 				return
 			}

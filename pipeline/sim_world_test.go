@@ -36,6 +36,9 @@ type simPoint struct {
 	// the moment it was written (between runs, or which hook of a run).
 	from int64
 	at   string
+	// lb is the lookback from was reckoned under: lowering sync.lookback
+	// narrows the promise to the new one (changeLookback).
+	lb int64
 }
 
 type simVar struct {
@@ -201,14 +204,8 @@ type simWorld struct {
 	// last step, which the operator runs again (sim_swarm_test.go).
 	unfinished [][2]int64
 	// lookback is sync.lookback as configured now (ms), prevLookback the
-	// one before it, raises how often it was raised (changeLookback).
+	// one before it (changeLookback).
 	lookback, prevLookback int64
-	raises                 int
-	// crossedAt is, per variable, how many watermarks were published when
-	// a commit of a mark reckoned under another lookback last won the
-	// merge with its own debt (MergeMark keeps the winner's then): the
-	// variable's next re-read may start lower, as docs/reliability.md says.
-	crossedAt map[string]int
 }
 
 // draw is the model's random choice of kind for content: a function of the
@@ -298,7 +295,7 @@ func (w *simWorld) write(v *simVar, ts int64, wall int64) bool {
 	}
 	w.seq++
 	v.points = slices.Insert(v.points, i, simPoint{ts: ts, value: float64(w.seq%9973) + 0.25, seq: w.seq, wall: wall,
-		from: w.promisedFrom(v), at: w.writingAt})
+		from: w.promisedFrom(v), at: w.writingAt, lb: w.lookback})
 	if v.firstWall == 0 {
 		v.firstWall = wall
 	}
@@ -433,12 +430,10 @@ type simProc struct {
 	held  chan struct{}
 	heldN int // requests held so far, guarded by w.mu
 	// lookback is the sync.lookback the run was started with (ms); 0
-	// takes the one configured when it starts. startRaises is how often
-	// it had been raised then.
-	lookback    int64
-	startRaises int
-	dead        bool // guarded by w.mu
-	cancel      context.CancelFunc
+	// takes the one configured when it starts.
+	lookback int64
+	dead     bool // guarded by w.mu
+	cancel   context.CancelFunc
 	// startSeq is the world's write counter when its run began: points
 	// written after it need not be loaded by the run's marks.
 	startSeq int64
@@ -997,11 +992,10 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 		w.checkRolled(s.p, m)
 		old, ok := w.marks[m.VariableID]
 		merged := MergeMark(old, ok, m)
-		if ok && old.LookbackMs != m.LookbackMs && min(merged.HwmMs-w.lookback, owedUnder(merged, w.lookback)) < min(old.HwmMs-w.lookback, owedUnder(old, w.lookback)) {
-			if w.crossedAt == nil {
-				w.crossedAt = map[string]int{}
-			}
-			w.crossedAt[m.VariableID] = len(w.watermarks)
+		// A debt of a longer lookback than a watermark's lowers it by the
+		// difference (see checkWatermarks).
+		for k := range w.watermarks {
+			w.watermarks[k].widest = max(w.watermarks[k].widest, merged.LookbackMs)
 		}
 		// m won when the merge kept it, whatever reread it took from the
 		// stored mark.

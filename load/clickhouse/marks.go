@@ -88,9 +88,9 @@ var syncWatermarkTable = tableDef{
 }
 
 // Load returns each variable's greatest mark. Its fields come from one row,
-// the one holding that mark (on a tie, the one of the latest read, then the
-// greatest reread_ms: the merged mark Commit wrote), so that they describe
-// one mark and never mix two.
+// ranked as MergeMark ranks marks (the greatest mark, then the latest read,
+// and so on: the merged mark Commit wrote), so that they describe one mark
+// and never mix two.
 func (s *Marks) Load(ctx context.Context) (map[string]pipeline.Mark, error) {
 	marks := map[string]pipeline.Mark{}
 	err := s.scan(ctx, "", func(m pipeline.Mark) error {
@@ -128,7 +128,7 @@ func (s *Marks) MarksOf(ctx context.Context, ids []string, fn func(pipeline.Mark
 // scan hands fn each variable's mark (see Load) of the rows where selects.
 func (s *Marks) scan(ctx context.Context, where string, fn func(pipeline.Mark) error) error {
 	table := s.table(TableSyncState)
-	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms, reread_ms)"
+	const key = "(version, checked_ms, updated_at, last_activity_ms, future_ms, reread_ms, rechecked_ms, lookback_ms)"
 	rows, err := s.conn.Query(ctx,
 		"SELECT variable_id, max(hwm_ms), argMax(last_activity_ms, "+key+"), argMax(checked_ms, "+key+"), argMax(future_ms, "+key+"), argMax(reread_ms, "+key+"), argMax(rechecked_ms, "+key+"), argMax(lookback_ms, "+key+"), max(updated_at) FROM "+
 			table+" "+where+" GROUP BY variable_id")
