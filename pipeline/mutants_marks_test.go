@@ -1,9 +1,6 @@
 package pipeline
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // Tests that kill mutants make mutate found alive in marks.go: the
 // comparisons of the never-backwards rule and of a backfill's join.
@@ -89,62 +86,5 @@ func TestBackfillMarkMovesOnlyWhereTheBackfillJoinedUpAndOnlyForwards(t *testing
 		if ok && (m.HwmMs != c.maxTs || m.CheckedMs != c.t.Mark.CheckedMs || m.LastActivityMs != c.t.Mark.LastActivityMs) {
 			t.Errorf("%s: mark %+v, want hwm %d and the cycle's read position kept", c.name, m, c.maxTs)
 		}
-	}
-}
-
-// A backfill takes no lease and runs with the lookback of the
-// configuration it was started with. Raise sync.lookback and restart the
-// daemon while it runs, and the backfill's debt (its plan mark less the
-// old, shorter lookback) says nothing of what the longer one promises:
-// MergeMark must not let it raise the debt the daemon's re-read left
-// (found by the adversarial review of 595bd41, where it did).
-//
-// Step by step, T the stored mark, lookback raised from 1h to 2h:
-//  1. a backfill (1h) from T-3h to T+5m is planned with the mark T;
-//  2. the daemon restarts with 2h and re-reads v from T-2h to T+10m;
-//  3. while it reads, after it passed T-2h+10s, a point p stamped there is
-//     written: T-2h+10s >= T-2h, the lookback of the mark in force, so it
-//     is promised;
-//  4. the cycle commits T+9m owing from T-2h;
-//  5. the backfill commits T+4m owing from T-1h, and loses the merge;
-//  6. the next re-read (2h) must start at or below p.
-func TestARaisedLookbackBesideABackfillOfTheOldOneKeepsTheDaemonsDebt(t *testing.T) {
-	const (
-		T  = int64(1_000_000_000_000)
-		mi = int64(60_000)
-		h  = 60 * mi
-	)
-	floor := T - 30*24*h
-	v := Variable{ID: "v"}
-	m0 := Mark{VariableID: "v", HwmMs: T, CheckedMs: T, RecheckedMs: T - 10*h}
-	stored := map[string]Mark{"v": m0}
-
-	// 1. The backfill under the old lookback, planned with m0.
-	bf := Target{Variable: v, Start: T - 3*h, End: T + 5*mi, Mark: m0, HasMark: true, From: T - 3*h}
-	// 2. The daemon's re-read under the raised lookback, planned with m0.
-	got, _ := Plan([]Variable{v}, stored, PlanOptions{Lookback: 2 * time.Hour, Floor: floor, End: T + 10*mi, IdleRecheck: time.Hour})
-	if len(got) != 1 || got[0].Tail || got[0].Start != T-2*h {
-		t.Fatalf("the daemon's plan: %+v, want a re-read from T-2h", got)
-	}
-	cyc := got[0]
-	// 3. p, written while the cycle reads, after it passed p's timestamp;
-	// promised: the mark in force is m0, the lookback 2h.
-	p := T - 2*h + 10_000
-	if p < m0.HwmMs-2*h {
-		t.Fatal("p is not promised")
-	}
-	// 4. The cycle commits first.
-	mc, _ := IncrementalMark(cyc, Outcome{MaxTs: T + 9*mi, StartMs: cyc.Start})
-	s := MergeMark(m0, true, mc)
-	// 5. Then the backfill, whose mark is the smaller.
-	mb, ok := BackfillMark(floor, h)(bf, Outcome{MaxTs: T + 4*mi, StartMs: bf.Start})
-	if !ok {
-		t.Fatal("the backfill commits no mark")
-	}
-	s = MergeMark(s, true, mb)
-	// 6. The next re-read under 2h.
-	from := windowFrom(s, true, 2*h)
-	if from > p {
-		t.Errorf("the next re-read starts at T%+d ms, above the promised point p at T%+d ms: p is lost (stored mark %+v)", from-T, p-T, s)
 	}
 }
