@@ -27,6 +27,15 @@ type Done struct {
 	// smallest of their timestamps (valid when Points > 0).
 	Points int64
 	MinTs  int64
+	// Sent is how many rows went to the warehouse, acknowledged or
+	// failed, and SentMinTs and SentMaxTs bound their timestamps (valid
+	// when Sent > 0). An INSERT that failed may have stored some of its
+	// rows all the same (blocks written before a connection reset), and
+	// no later read is bound to load them again (the retention floor, or
+	// another process's mark, may pass them first): what derives from the
+	// warehouse's rows is owed over them too.
+	Sent                 int64
+	SentMinTs, SentMaxTs int64
 	// Err is why the target failed, nil when it did not: its mark stays
 	// where it was, but the rows it loaded are in the warehouse all the
 	// same, so a link that derives from them is handed it too.

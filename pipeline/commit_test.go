@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fleetsync/fleetsync/load/analyst"
 	"github.com/fleetsync/fleetsync/pipeline"
 	"github.com/fleetsync/fleetsync/pipeline/pipelinetest"
 
@@ -49,13 +50,11 @@ func (l *memLink) link() pipeline.Link {
 	}}
 }
 
-// covers says the range d answers for (its loaded rows widened down to
-// From, or, with none loaded, what the floor cut off its window) holds ts.
+// covers says the range the analyst tables are handed for d
+// (analyst.RangeOf) holds ts.
 func covers(d pipeline.Done, ts int64) bool {
-	if d.Points > 0 {
-		return ts >= min(d.MinTs, d.From) && ts <= d.MaxTs
-	}
-	return ts >= d.From && ts < d.Start
+	r, ok := analyst.RangeOf(d)
+	return ok && ts >= r.FromMs && ts <= r.ToMs
 }
 
 func TestEngineHandsTheChainWhatEachTargetLoadedBeforeCommittingItsMark(t *testing.T) {
@@ -82,6 +81,49 @@ func TestEngineHandsTheChainWhatEachTargetLoadedBeforeCommittingItsMark(t *testi
 		}
 		if _, ok := st.Marks()[tg.Variable.ID]; !ok {
 			t.Errorf("no mark committed for %s", tg.Variable.ID)
+		}
+	}
+}
+
+// An INSERT that fails may have stored its rows all the same (the server
+// wrote its blocks, then the connection reset): the chain is handed them
+// as sent, since no later read is bound to load them again (the
+// retention floor, or another process's mark, may pass them first), and
+// the analyst tables must reflect every row the warehouse holds (found by
+// the simulation, seed 125297588502).
+func TestEngineHandsTheChainTheRowsOfAFailedInsert(t *testing.T) {
+	src, targets := pipelinetest.Fixture(3, 50, 1_700_000_000_000)
+	var mu sync.Mutex
+	landed := map[string][]int64{}
+	w := &pipelinetest.Writer{OnCommit: func(rows []pipeline.Row) error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range rows {
+			landed[r.VariableID] = append(landed[r.VariableID], r.TsMs)
+		}
+		return errors.New("read tcp: connection reset by peer (after the server wrote the blocks)")
+	}}
+	st := &pipelinetest.Store{}
+	ru := newMemLink(st)
+	res := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{BatchRows: 40, Links: []pipeline.Link{ru.link()}}, nil, nil, nil).Run(context.Background(), targets)
+	if len(res.Failed) != len(targets) || len(st.Marks()) != 0 {
+		t.Fatalf("%d of %d targets failed, marks %v; want all failed, none", len(res.Failed), len(targets), st.Marks())
+	}
+	for _, tg := range targets {
+		id := tg.Variable.ID
+		d, ok := ru.done[id]
+		if !ok || d.Points != 0 || d.Err == nil {
+			t.Errorf("%s handed %v with %d points acknowledged, err %v; want handed, none, failed", id, ok, d.Points, d.Err)
+		}
+		if len(landed[id]) == 0 {
+			t.Fatalf("no row of %s reached the writer", id)
+		}
+		for _, ts := range landed[id] {
+			if !covers(d, ts) {
+				t.Errorf("%s: the failed INSERT's row at %d is not in the range handed on (from %d, start %d, %d sent over [%d, %d])",
+					id, ts, d.From, d.Start, d.Sent, d.SentMinTs, d.SentMaxTs)
+				break
+			}
 		}
 	}
 }

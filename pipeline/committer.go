@@ -42,7 +42,11 @@ type hold struct {
 	// (minTs is valid when points > 0).
 	minTs, maxTs int64
 	points       int64
-	err          error
+	// sent counts the rows of every span acknowledged, loaded or failed,
+	// and sentMin and sentMax bound their timestamps (see Done.Sent).
+	sent             int64
+	sentMin, sentMax int64
+	err              error
 }
 
 // committer holds the targets of one pass until they are done and hands
@@ -103,6 +107,11 @@ func (c *committer) ack(spans []Span, err error) {
 	defer c.mu.Unlock()
 	for _, s := range spans {
 		h := c.held[s.VariableID]
+		if h.sent == 0 || s.MinTsMs < h.sentMin {
+			h.sentMin = s.MinTsMs
+		}
+		h.sentMax = max(h.sentMax, s.MaxTsMs)
+		h.sent += int64(s.Rows)
 		if err != nil {
 			if h.err == nil {
 				h.err = err
@@ -134,7 +143,7 @@ func (c *committer) settleLocked(h *hold) {
 	// A failed target is handed on too: the rows it loaded are in the
 	// warehouse whether or not its mark moves.
 	c.done = append(c.done, Done{Target: h.Target, Outcome: Outcome{MaxTs: h.maxTs, FutureMs: h.told.futureMs, StartMs: h.told.start},
-		Points: h.points, MinTs: h.minTs, Err: h.err})
+		Points: h.points, MinTs: h.minTs, Sent: h.sent, SentMinTs: h.sentMin, SentMaxTs: h.sentMax, Err: h.err})
 	if h.err != nil {
 		c.failed = append(c.failed, &TargetError{Variable: h.Variable, Start: h.told.start, End: h.End, Err: h.err})
 		return

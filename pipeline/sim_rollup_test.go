@@ -82,7 +82,14 @@ type simRecompute struct {
 // clock, are what check the hold.
 type simRollup struct{ p *simProc }
 
-func (r simRollup) Recompute(_ context.Context, touched []analyst.Range) error {
+func (r simRollup) Recompute(_ context.Context, touched []analyst.Range) (err error) {
+	defer func() {
+		if err != nil {
+			r.p.w.mu.Lock()
+			r.p.recomputeFailed = true
+			r.p.w.mu.Unlock()
+		}
+	}()
 	w := r.p.w
 	content := sortedIDs(touched, func(t analyst.Range) string { return t.VariableID })
 	w.sched.call("rollup " + content)
@@ -265,6 +272,19 @@ func (p *simProc) rolled(touched []analyst.Range, snapped int64) {
 // allows exactly those points to be missing from their rows. Caller
 // holds w.mu.
 func (w *simWorld) orphan(p *simProc) {
+	if !p.halted && !p.recomputeFailed {
+		// Nothing stopped it between a load and the recompute after: every
+		// row it stored, acknowledged or in an INSERT that failed, was in
+		// a range it handed the tables.
+		for _, id := range slices.Sorted(maps.Keys(p.unrolled)) {
+			if rows := p.unrolled[id]; len(rows) > 0 {
+				ts := slices.Min(slices.Collect(maps.Keys(rows)))
+				w.violate("%s ended without a stop or a failed recompute, and %d rows it stored for %s (the first at %s ms) are in no range it handed the analyst tables",
+					p.name, len(rows), id, fmtRel(ts))
+				return
+			}
+		}
+	}
 	for id, rows := range p.unrolled {
 		for ts := range rows {
 			if w.orphans == nil {

@@ -466,6 +466,10 @@ type simProc struct {
 	// its own hourly recomputes has covered since: timestamp → the
 	// world's store counter when stored (see sim_rollup_test.go's orphans).
 	unrolled map[string]map[int64]int64
+	// halted says the run was stopped (killed, SIGTERM, or flagged as
+	// never ending), and recomputeFailed that one of its recomputes
+	// failed: only then may it end with rows none of them covered.
+	halted, recomputeFailed bool
 }
 
 // Liveness bounds of one run: the same raw-series request more than
@@ -486,7 +490,7 @@ func (p *simProc) ask(content string) {
 	if p.stuck || (p.asked[content] <= simMaxRepeats && p.requests <= simMaxRequests) {
 		return
 	}
-	p.stuck = true
+	p.stuck, p.halted = true, true
 	p.w.violate("%s does not end: %d raw-series requests, %d of them %s", p.name, p.requests, p.asked[content], content)
 	p.cancel()
 }
@@ -515,7 +519,7 @@ func (p *simProc) step(kind, content string) {
 	} else {
 		p.w.logf("%s stopped (SIGTERM) at %s %s", p.name, kind, content)
 	}
-	p.crashable = false
+	p.crashable, p.halted = false, true
 	p.cancel()
 }
 

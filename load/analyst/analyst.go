@@ -25,7 +25,7 @@ const Stage = "rollup"
 
 // Range is one variable's range of timestamps (POSIX ms, inclusive) where
 // the warehouse may hold points the analyst tables do not reflect yet: the
-// points a pass loaded, and below them, down to the earliest timestamp its
+// points a pass sent to it (those of a failed INSERT too), and below them, down to the earliest timestamp its
 // target answers for (pipeline.Target.From), whatever an earlier pass
 // loaded and stopped before its commit (the retention floor may have moved
 // since, so that no later pass reads them again).
@@ -46,18 +46,21 @@ type Tables interface {
 	Recompute(ctx context.Context, ranges []Range) error
 }
 
-// RangeOf is what a done target leaves the tables, false when nothing: the
-// range of its loaded rows widened down to its From, or, when it loaded
-// nothing, the part of its window the retention floor cut off. A failed
-// target leaves its range too: the rows it loaded are in the warehouse.
+// RangeOf is what a done target leaves the tables, false when nothing:
+// from its From up to the start of its window as read (the part the
+// retention floor cut off, where an earlier pass may have loaded points no
+// read will load again), widened to every row it sent to the warehouse. A
+// failed target leaves its range too: the rows it loaded are in the
+// warehouse, and so may be those of an INSERT that failed.
 func RangeOf(d pipeline.Done) (Range, bool) {
-	switch {
-	case d.Points > 0:
-		return Range{VariableID: d.Variable.ID, FromMs: min(d.MinTs, d.From), ToMs: d.MaxTs, Loaded: true}, true
-	case d.From < d.Start:
-		return Range{VariableID: d.Variable.ID, FromMs: d.From, ToMs: d.Start - 1}, true
+	lo, hi := d.From, max(d.Start, d.StartMs)-1
+	if d.Sent > 0 {
+		lo, hi = min(lo, d.SentMinTs), max(hi, d.SentMaxTs)
 	}
-	return Range{}, false
+	if hi < lo {
+		return Range{}, false
+	}
+	return Range{VariableID: d.Variable.ID, FromMs: lo, ToMs: hi, Loaded: d.Points > 0 && d.MaxTs == hi}, true
 }
 
 // Pace bounds the share of a pass's time spent recomputing while the

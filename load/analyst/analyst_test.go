@@ -12,16 +12,30 @@ import (
 	"github.com/fleetsync/fleetsync/pipeline"
 )
 
-// done is a target of window [1000, 9000] answering from from, with
-// points rows loaded over [lo, hi].
+// done is a target of window [1000, 9000], read from 1000, answering from
+// from, with points rows loaded over [lo, hi] and none failed.
 func done(id string, from int64, points, lo, hi int64) pipeline.Done {
 	return pipeline.Done{Target: pipeline.Target{Variable: pipeline.Variable{ID: id}, Start: 1000, End: 9000, From: from},
-		Outcome: pipeline.Outcome{MaxTs: hi}, Points: points, MinTs: lo}
+		Outcome: pipeline.Outcome{MaxTs: hi, StartMs: 1000}, Points: points, MinTs: lo, Sent: points, SentMinTs: lo, SentMaxTs: hi}
 }
 
 func TestRangeOfIsTheLoadedRangeWidenedToFromOrWhatTheFloorCutOff(t *testing.T) {
 	failed := done("failed", 1000, 4, 1500, 1800)
 	failed.Err = errors.New("connection reset by peer")
+	// 4 rows acknowledged over [1500, 1800], then an INSERT of 3 more
+	// over [1900, 2400] failed: it may have stored them all the same.
+	failedAfter := failed
+	failedAfter.Sent, failedAfter.SentMaxTs = 7, 2400
+	// Nothing acknowledged, 2 rows over [1200, 1300] sent and failed.
+	failedOnly := done("failed", 1000, 0, 0, 0)
+	failedOnly.Sent, failedOnly.SentMinTs, failedOnly.SentMaxTs, failedOnly.Err = 2, 1200, 1300, errors.New("connection reset by peer")
+	// The retention floor turned out to be at 1600 during the read, after
+	// rows over [1100, 1400] were loaded: a pass that stopped before its
+	// commit may have loaded the points of [1000, 1599] too.
+	floorMoved := done("a", 1000, 2, 1100, 1400)
+	floorMoved.StartMs = 1600
+	floorNothing := done("a", 1000, 0, 0, 0)
+	floorNothing.StartMs = 1600
 	for _, c := range []struct {
 		name string
 		d    pipeline.Done
@@ -36,6 +50,11 @@ func TestRangeOfIsTheLoadedRangeWidenedToFromOrWhatTheFloorCutOff(t *testing.T) 
 		{"nothing loaded, window whole", done("a", 1000, 0, 0, 0), Range{}, false},
 		// The rows of a failed target are in the warehouse all the same.
 		{"failed after loading", failed, Range{VariableID: "failed", FromMs: 1000, ToMs: 1800, Loaded: true}, true},
+		// So may be those of an INSERT that failed.
+		{"failed insert above the loaded rows", failedAfter, Range{VariableID: "failed", FromMs: 1000, ToMs: 2400}, true},
+		{"failed insert alone", failedOnly, Range{VariableID: "failed", FromMs: 1000, ToMs: 1300}, true},
+		{"floor moved above the loaded rows", floorMoved, Range{VariableID: "a", FromMs: 1000, ToMs: 1599}, true},
+		{"floor moved, nothing loaded", floorNothing, Range{VariableID: "a", FromMs: 1000, ToMs: 1599}, true},
 	} {
 		if got, ok := RangeOf(c.d); got != c.want || ok != c.ok {
 			t.Errorf("%s: %+v %v, want %+v %v", c.name, got, ok, c.want, c.ok)
