@@ -128,6 +128,51 @@ func TestEngineHandsTheChainTheRowsOfAFailedInsert(t *testing.T) {
 	}
 }
 
+// load/clickhouse's Append flushes each chunk to the server as a block,
+// which ClickHouse writes as it arrives: when a later Append of the same
+// INSERT fails and the loader aborts it, the blocks of the chunks before
+// may be stored all the same. Their spans are acknowledged as failed with
+// the INSERT, so the range handed on covers them (the simulation's
+// warehouse stores nothing on a failed Append, so this is the one check).
+func TestEngineHandsTheChainTheRowsOfChunksFlushedBeforeAFailedAppend(t *testing.T) {
+	// One variable of 70,000 points read in one request: the fetcher
+	// hands the loader chunks of maxChunkRows (32,768) rows, all three
+	// appended to one INSERT (BatchRows above the total).
+	src, targets := pipelinetest.Fixture(1, 70_000, 1_700_000_000_000)
+	var mu sync.Mutex
+	var flushed []int64
+	appends := 0
+	w := &pipelinetest.Writer{OnAppend: func(c *pipeline.Batch) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if appends++; appends == 3 {
+			return errors.New("write: broken pipe (the blocks before were stored)")
+		}
+		flushed = append(flushed, c.TsMs[:c.Len()]...)
+		return nil
+	}}
+	st := &pipelinetest.Store{}
+	ru := newMemLink(st)
+	res := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{RowsPerRequest: 100_000, MaxInFlight: 1, InsertWorkers: 1,
+		BatchRows: 100_000, BatchAge: time.Hour, Links: []pipeline.Link{ru.link()}}, nil, nil, nil).Run(context.Background(), targets)
+	if appends < 3 || len(flushed) == 0 {
+		t.Fatalf("%d appends, %d rows flushed before the failed one; want a third append to fail after rows were flushed", appends, len(flushed))
+	}
+	if len(res.Failed) != 1 || len(st.Marks()) != 0 {
+		t.Fatalf("%d failed, marks %v; want the target failed and no mark", len(res.Failed), st.Marks())
+	}
+	d, ok := ru.done[targets[0].Variable.ID]
+	if !ok || d.Points != 0 || d.Err == nil {
+		t.Fatalf("handed %v with %d points acknowledged, err %v; want handed, none, failed", ok, d.Points, d.Err)
+	}
+	for _, ts := range flushed {
+		if !covers(d, ts) {
+			t.Fatalf("the row at %d, flushed before the failed Append, is not in the range handed on (from %d, start %d, %d sent over [%d, %d])",
+				ts, d.From, d.Start, d.Sent, d.SentMinTs, d.SentMaxTs)
+		}
+	}
+}
+
 func TestEngineLeavesTheMarksWhenALinkFails(t *testing.T) {
 	src, targets := pipelinetest.Fixture(3, 50, 1_700_000_000_000)
 	w := &pipelinetest.Writer{}
