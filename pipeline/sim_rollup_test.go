@@ -121,9 +121,15 @@ func (r simRollup) Recompute(_ context.Context, touched []analyst.Range) (err er
 	w.mu.Lock()
 	snapped := w.stores
 	rc.snap = snapped
+	// The newest row this process stored for each variable, as the
+	// snapshot holds it: the latest row that lands must be at least that.
+	newest := map[string]int64{}
 	for _, t := range touched {
 		if !failHourly {
 			rc.hours[t.VariableID] = w.snapshotHours(t.VariableID, simHour(t.FromMs), simHour(t.ToMs)+simHourMs)
+		}
+		if ts := r.p.stored[t.VariableID]; len(ts) > 0 {
+			newest[t.VariableID] = slices.Max(ts)
 		}
 		if !failLatest {
 			from := simHour(t.FromMs)
@@ -149,6 +155,20 @@ func (r simRollup) Recompute(_ context.Context, touched []analyst.Range) (err er
 		return &simError{msg: "rollup: connection reset (process stopped)", retryable: true}
 	}
 	w.land(rc)
+	if !failLatest && !r.p.dead && !r.p.halted && !r.p.recomputeFailed {
+		// Every row the process stored for a variable it hands here was
+		// in a range it handed before, or is in this one: the latest row
+		// is read from where the range says the newest point can be (its
+		// end's hour when the range is Loaded, its start's otherwise), so
+		// it holds the newest of them. (Earlier recomputes of the process
+		// all succeeded, and a later version saw at least as much.)
+		for _, id := range slices.Sorted(maps.Keys(newest)) {
+			if latest, ok := w.tables.latest[id]; !ok || latest < newest[id] {
+				w.violate("%s's recompute of %s landed, and its latest row is at %s ms (present: %v), below the row the process stored at %s ms",
+					r.p.name, id, fmtRel(latest), ok, fmtRel(newest[id]))
+			}
+		}
+	}
 	if r.p.dead {
 		return &simError{msg: "rollup: connection reset (process stopped)", retryable: true}
 	}

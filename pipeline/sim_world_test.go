@@ -831,7 +831,12 @@ func (in *simInsert) Append(c *Batch) error {
 	w.sched.call(fmt.Sprintf("append %d rows", c.Len()))
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if c.Len() > 0 && w.fault("append", fmt.Sprint(c.VariableID[0], c.TsMs[0], c.Len()), 0.01) {
+	if content := fmt.Sprint(c.VariableID[0], c.TsMs[0], c.Len()); c.Len() > 0 && w.fault("append", content, 0.01) {
+		// load/clickhouse flushes each chunk as a block, and the server
+		// writes a block as it arrives: the rows of the chunks before this
+		// one may be stored, some or all, though the INSERT failed.
+		sent := in.rows[:len(in.rows)-c.Len()]
+		w.store(in.p, sent[:w.draw("append/stored", content)%uint64(len(sent)+1)])
 		return &simError{msg: "write: broken pipe", retryable: true}
 	}
 	return nil

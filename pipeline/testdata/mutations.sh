@@ -25,6 +25,7 @@ mutations=(
   'crosslookback|pipeline/marks.go|s/if stored\.LookbackMs == m\.LookbackMs && m\.LookbackMs > 0 \{/if true {/'
   'paidpast|pipeline/plan.go|s/return max\(windowFrom\(m, ok, lookbackMs\), min\(m\.HwmMs-lookbackMs, end\+1\)\)/return m.HwmMs - lookbackMs/'
   'rollup|load/analyst/analyst.go|s/lo, hi = min\(lo, d\.SentMinTs\)/lo, hi = d.SentMinTs/'
+  'loaded|load/analyst/analyst.go|s/Loaded: d\.Points > 0 && d\.MaxTs == hi/Loaded: d.Points > 0/'
   'sent|load/analyst/analyst.go|s/if d\.Sent > 0 \{\n\t\tlo, hi = min\(lo, d\.SentMinTs\), max\(hi, d\.SentMaxTs\)/if d.Points > 0 {\n\t\tlo, hi = min(lo, d.MinTs), max(hi, d.MaxTs)/'
   'recompute|load/analyst/analyst.go|s/if err != nil \{\n(\t\t\treturn fmt\.Errorf\("recompute)/if false {\n$1/'
   'split|pipeline/split.go|s/start: mid \+ 1, end: req\.end, open: req\.open/start: mid + 2, end: req.end, open: req.open/'
@@ -41,6 +42,7 @@ describe() {
   crosslookback) echo "the merge keeps the greater reread across lookbacks (marks.go MergeMark)" ;;
   paidpast) echo "a re-read pays what its mark owed past its end (plan.go rereadOf)" ;;
   rollup) echo "the rollup range not widened to From (load/analyst RangeOf)" ;;
+  loaded) echo "a range ending on a failed row marked Loaded (load/analyst RangeOf)" ;;
   sent) echo "the rows of a failed INSERT left out of the rollup range (load/analyst RangeOf)" ;;
   recompute) echo "marks committed after a failed recompute (load/analyst link)" ;;
   split) echo "a split off by one, mid+2 (split.go halves)" ;;
