@@ -173,6 +173,54 @@ func TestEngineHandsTheChainTheRowsOfChunksFlushedBeforeAFailedAppend(t *testing
 	}
 }
 
+// A run cancelled (SIGTERM) while requests of a target are still queued
+// has loaded rows of it already: the target ends failed and is handed on
+// like the others, so the analyst tables are recomputed over those rows
+// (before, it was left out of the chain: its hours lacked the rows until a
+// later read handed them on, and for good if another process's mark moved
+// past them first). The queue's pop asks the context itself, so no
+// request is handed out after the cancellation, whichever goroutine runs
+// first.
+func TestACancelledRunHandsTheChainTheTargetsItLeftQueued(t *testing.T) {
+	src, targets := pipelinetest.Fixture(2, 300, 1_700_000_000_000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	src.OnSeries = func(req pipeline.SeriesRequest, sink pipeline.FrameSink, serve func(pipeline.FrameSink) error) error {
+		// The first response is served whole, its frame cut by the limit,
+		// and the run is stopped as it ends: the re-reads of the rest of
+		// v000's window and v001's request stay queued.
+		err := serve(sink)
+		cancel()
+		return err
+	}
+	w := &pipelinetest.Writer{}
+	st := &pipelinetest.Store{}
+	ru := newMemLink(st)
+	res := pipeline.NewEngine(src, w, st, pipeline.EngineOptions{RowsPerRequest: 100, VariablesPerRequest: 1, MaxInFlight: 1,
+		Links: []pipeline.Link{ru.link()}}, nil, nil, nil).Run(ctx, targets)
+	if len(res.Failed) != 2 || len(st.Marks()) != 0 {
+		t.Fatalf("%d targets failed, marks %v; want both failed (cancelled), none", len(res.Failed), st.Marks())
+	}
+	rows := w.Rows("v000")
+	if len(rows) == 0 || len(rows) >= 300 {
+		t.Fatalf("%d rows of v000 stored; want the cut frame's, some of 300", len(rows))
+	}
+	d, ok := ru.done["v000"]
+	if !ok || d.Err == nil {
+		t.Fatalf("v000 handed %v, err %v; want handed, failed", ok, d.Err)
+	}
+	for ts := range rows {
+		if !covers(d, ts) {
+			t.Errorf("v000's row at %d is stored, and the range handed on does not hold it (from %d, start %d, %d sent over [%d, %d])",
+				ts, d.From, d.Start, d.Sent, d.SentMinTs, d.SentMaxTs)
+			break
+		}
+	}
+	if _, ok := ru.done["v001"]; !ok {
+		t.Errorf("v001, never read, was not handed on")
+	}
+}
+
 func TestEngineLeavesTheMarksWhenALinkFails(t *testing.T) {
 	src, targets := pipelinetest.Fixture(3, 50, 1_700_000_000_000)
 	w := &pipelinetest.Writer{}

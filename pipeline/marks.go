@@ -23,28 +23,35 @@ type Outcome struct {
 // UpdatedAt (to the second, as the ClickHouse store keeps it), the later
 // LastActivityMs, FutureMs, then the greater RereadMs, RecheckedMs and
 // LookbackMs, in the order the ClickHouse store's readers rank its rows;
-// the given mark on a tie of all of them (the same mark). The winner is kept whole but for RereadMs when both debts were
-// reckoned under one lookback (LookbackMs): then it is the greater of the
-// two. Below either, every point still promised has landed, and none
+// the given mark on a tie of all of them (the same mark). The winner is kept
+// whole but for RereadMs: the greater of the two debts, the loser's first
+// lowered by as much as the winner's lookback (LookbackMs) exceeds its
+// own. Below either, every point still promised has landed, and none
 // written since can be promised there (a point is promised from the
 // lookback of the mark in force when it is written, and marks never move
-// backwards), so the lower debt is paid. Taking the winner's alone would
-// let a run that outlived the mark it was planned with (a backfill through
-// several cycles, two cycles the lease failed to keep apart) revive a debt
-// a cycle beside it had paid, and the next re-read would start below a
-// settled watermark published meanwhile. Under two lookbacks, or an
-// unknown one, the winner's debt stands, as it always did (windowFrom
-// lowers one reckoned under a shorter lookback than the reader's).
+// backwards), so the lower debt is paid. A debt reckoned under a shorter
+// lookback says so only of the points that lookback promised: a reader of
+// a longer one lowers it by the difference (windowFrom), and so does the
+// merge before it compares it under the winner's longer lookback. Under a
+// shorter one the loser's debt holds as it is, only more cautiously (a
+// reader of the loser's longer lookback lowers the merged debt by the
+// winner's difference). Taking the winner's alone would let a run that
+// outlived the mark it was planned with (a backfill through several
+// cycles, two cycles the lease failed to keep apart, a run planned before
+// sync.lookback changed) revive a debt a cycle beside it had paid, and the
+// next re-read would start below a settled watermark published meanwhile.
+// With an unknown lookback (a mark from before schema 8) the winner's debt
+// stands.
 func MergeMark(stored Mark, ok bool, m Mark) Mark {
 	if !ok {
 		return m
 	}
-	w := m
+	w, l := m, stored
 	if stored.ranksAbove(m) {
-		w = stored
+		w, l = stored, m
 	}
-	if stored.LookbackMs == m.LookbackMs && m.LookbackMs > 0 {
-		w.RereadMs = max(stored.RereadMs, m.RereadMs)
+	if w.LookbackMs > 0 && l.LookbackMs > 0 {
+		w.RereadMs = max(w.RereadMs, l.RereadMs-max(0, w.LookbackMs-l.LookbackMs))
 	}
 	return w
 }

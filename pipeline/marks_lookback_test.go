@@ -18,10 +18,9 @@ const (
 // has the backfill's mark lose the merge. Let it win instead (a backfill
 // planned a few minutes after the daemon's cycle, while that cycle still
 // runs, with the stored mark still m0: its End is later, and it loads a
-// point past the cycle's last one). The tags differ, so MergeMark keeps
-// the winner whole: the backfill's debt, reckoned under the old, shorter
-// lookback, replaces the one the daemon's re-read left under the longer
-// one, whichever commits first (the rule before 595bd41 too); the
+// point past the cycle's last one). The winner's lookback is the shorter:
+// MergeMark takes the greater of the backfill's debt and the daemon's as
+// they are, under the backfill's tag, whichever commits first; the
 // daemon's planner must then read it as reckoned under 1h.
 //
 // Step by step, T the stored mark m0, lookback raised from 1h to 2h:
@@ -224,5 +223,58 @@ func TestARaisedLookbackBesideABackfillOfTheOldOneKeepsTheDaemonsDebt(t *testing
 	from := windowFrom(s, true, 2*h)
 	if from > p {
 		t.Errorf("the next re-read starts at T%+d ms, above the promised point p at T%+d ms: p is lost (stored mark %+v)", from-T, p-T, s)
+	}
+}
+
+// Found by the 100,000-seed soak at 4a07dfe (seed 60081365433, and three
+// more): a run planned before sync.lookback was lowered outlives a
+// re-read under the new one that paid the debt it was planned with, and
+// wins the merge with its mark further ahead. The tags differ, and
+// MergeMark kept the winner's debt whole, so the paid debt came back and
+// the next re-read started hours below the watermark published after the
+// re-read. The re-read's debt, lowered by the difference of the
+// lookbacks, now bounds it: the watermark is passed by that difference at
+// most, the documented exception of a debt of a longer lookback.
+//
+// Step by step, T the stored mark m1, owing from T-4h under 1h:
+//  1. run a (1h) plans a read of the points after the mark at T+5m (its
+//     re-read is not due), keeping m1's debt;
+//  2. sync.lookback is lowered to 30m; run b re-reads from T-4h and
+//     commits T owing from T-30m (tag 30m); the watermark published then
+//     is T-30m;
+//  3. run a commits T+4m, ahead, owing from T-4h (tag 1h): it wins;
+//  4. the next re-read (30m) must start no lower than T-30m-(1h-30m).
+func TestARunPlannedBeforeTheLookbackWasLoweredDoesNotReviveAPaidDebt(t *testing.T) {
+	const T, mi, h = lbT, lbMi, lbH
+	floor := T - 30*24*h
+	v := Variable{ID: "v"}
+	m1 := Mark{VariableID: "v", HwmMs: T, CheckedMs: T, RecheckedMs: T - 10*mi, RereadMs: T - 4*h, LookbackMs: h}
+	stored := map[string]Mark{"v": m1}
+
+	// 1. Run a, under 1h.
+	ga, _ := Plan([]Variable{v}, stored, PlanOptions{Lookback: time.Hour, Floor: floor, End: T + 5*mi, IdleRecheck: time.Hour})
+	if len(ga) != 1 || !ga[0].Tail || ga[0].Reread != T-4*h {
+		t.Fatalf("run a's plan: %+v, want a read after the mark keeping the debt T-4h", ga)
+	}
+	// 2. Run b, under 30m, re-reads and commits; the watermark after it.
+	gb, _ := Plan([]Variable{v}, stored, PlanOptions{Lookback: 30 * time.Minute, Floor: floor, End: T + 2*h, IdleRecheck: time.Hour})
+	if len(gb) != 1 || gb[0].Tail || gb[0].Start != T-4*h {
+		t.Fatalf("run b's plan: %+v, want a re-read from T-4h", gb)
+	}
+	mb, _ := IncrementalMark(gb[0], Outcome{StartMs: gb[0].Start})
+	s := MergeMark(m1, true, mb)
+	wm, _ := settledOf(s, true, floor, T+2*h, 30*mi)
+	if wm != T-30*mi {
+		t.Fatalf("the watermark after run b is T%+d ms, want T-30m (stored mark %+v)", wm-T, s)
+	}
+	// 3. Run a commits, ahead.
+	ma, _ := IncrementalMark(ga[0], Outcome{MaxTs: T + 4*mi, StartMs: ga[0].Start})
+	s = MergeMark(s, true, ma)
+	if s.HwmMs != T+4*mi {
+		t.Fatalf("run a's mark lost the merge: %+v", s)
+	}
+	// 4. The next re-read under 30m.
+	if from := windowFrom(s, true, 30*mi); from < wm-(h-30*mi) {
+		t.Errorf("the next re-read starts at T%+d ms, %d min below the watermark T%+d ms published before it (stored mark %+v)", from-T, (wm-from)/mi, wm-T, s)
 	}
 }

@@ -97,7 +97,9 @@ func (q *queue) pop(ctx context.Context) *request {
 			q.mu.Lock()
 		}
 	}
-	if len(q.items) == 0 || q.cancelled {
+	// ctx is asked too: the flag is set by a goroutine of its own, so that
+	// a pop right after the cancellation could still hand out a request.
+	if len(q.items) == 0 || q.cancelled || ctx.Err() != nil {
 		return nil
 	}
 	r := q.items[0]
@@ -115,4 +117,15 @@ func (q *queue) done() {
 		q.cond.Broadcast()
 	}
 	q.mu.Unlock()
+}
+
+// drain takes every request still queued: once a cancelled run's fetchers
+// have stopped, nothing else will.
+func (q *queue) drain() []*request {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	left := q.items
+	q.items = nil
+	q.outstanding -= len(left)
+	return left
 }

@@ -93,6 +93,13 @@ func (r *reader) run(ctx context.Context) {
 	}
 	fetchers.Wait()
 	turn(ctx)
+	// A cancelled run leaves requests queued. Their targets end failed, as
+	// those whose request the cancellation cut: the rows they loaded before
+	// are in the warehouse, so they are handed down the chain like every
+	// other target (the analyst tables are owed them), and their marks stay.
+	for _, req := range r.q.drain() {
+		r.failRequest(req, context.Cause(ctx))
+	}
 	r.out.close()
 }
 

@@ -750,6 +750,14 @@ func (w *simWorld) owedBy(p *simProc, m Mark) func(simPoint) bool {
 		if pt.ts < from {
 			return false
 		}
+		// A backfill of a shorter lookback than the one that promised the
+		// point joins up under its own (BackfillMark) and may leave the
+		// point below it unread: the debt it commits is reckoned under its
+		// lookback, and a re-read of the longer one lowers it by the
+		// difference (owedUnder), down to the point.
+		if p.lookback < pt.lb && pt.ts < pt.from+pt.lb-p.lookback {
+			return true
+		}
 		for _, r := range runs {
 			if pt.seq > r.start && pt.seq <= r.end {
 				return true

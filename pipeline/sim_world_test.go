@@ -466,9 +466,10 @@ type simProc struct {
 	// its own hourly recomputes has covered since: timestamp → the
 	// world's store counter when stored (see sim_rollup_test.go's orphans).
 	unrolled map[string]map[int64]int64
-	// halted says the run was stopped (killed, SIGTERM, or flagged as
-	// never ending), and recomputeFailed that one of its recomputes
-	// failed: only then may it end with rows none of them covered.
+	// halted says the run was killed (or flagged as never ending), and
+	// recomputeFailed that one of its recomputes failed: only then may it
+	// end with rows none of them covered. A SIGTERM is not enough: the run
+	// finishes what it fetched and hands every target on, done or not.
 	halted, recomputeFailed bool
 }
 
@@ -514,12 +515,12 @@ func (p *simProc) step(kind, content string) {
 	// Half the stops are kills (nothing after them is durable), half a
 	// SIGTERM (the run is cancelled and finishes what it fetched).
 	if p.w.chance("crash-kill/"+kind, p.name+content, 0.5) {
-		p.dead = true
+		p.dead, p.halted = true, true
 		p.w.logf("%s killed at %s %s", p.name, kind, content)
 	} else {
 		p.w.logf("%s stopped (SIGTERM) at %s %s", p.name, kind, content)
 	}
-	p.crashable, p.halted = false, true
+	p.crashable = false
 	p.cancel()
 }
 

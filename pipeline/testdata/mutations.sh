@@ -17,15 +17,17 @@ seeds=${SEEDS:-2000}
 
 # name|file|perl substitution (applied to the whole file; it must change it)
 mutations=(
-  'idle|pipeline/plan.go|s/case m\.FutureMs != 0 && m\.FutureMs <= o\.End:/case false:/'
+  'idle|pipeline/plan.go|s/\(m\.FutureMs == 0 \|\| m\.FutureMs > o\.End\)/true/'
   'lastactivity|pipeline/marks.go|s/if la > t\.End \{/if false {/'
-  'joined|pipeline/marks.go|s/t\.Start <= windowFrom\(t\.Mark, true, lookbackMs\)/t.Start <= t.Mark.HwmMs/'
-  'debt|pipeline/marks.go|s/t\.Start <= windowFrom\(t\.Mark, true, lookbackMs\)/t.Start <= t.Mark.HwmMs-lookbackMs/'
-  'merge|pipeline/marks.go|s/\tw\.RereadMs = max\(stored\.RereadMs, m\.RereadMs\)\n//'
-  'crosslookback|pipeline/marks.go|s/if stored\.LookbackMs == m\.LookbackMs && m\.LookbackMs > 0 \{/if true {/'
+  'joined|pipeline/marks.go|s/t\.Start <= windowFrom\(t\.Mark, t\.HasMark, lookbackMs\)/t.Start <= t.Mark.HwmMs/'
+  'debt|pipeline/marks.go|s/t\.Start <= windowFrom\(t\.Mark, t\.HasMark, lookbackMs\)/t.Start <= t.Mark.HwmMs-lookbackMs/'
+  'merge|pipeline/marks.go|s/\t\tw\.RereadMs = max\(w\.RereadMs, l\.RereadMs-max\(0, w\.LookbackMs-l\.LookbackMs\)\)\n//'
+  'crosslookback|pipeline/marks.go|s/l\.RereadMs-max\(0, w\.LookbackMs-l\.LookbackMs\)/l.RereadMs/'
+  'onelookback|pipeline/marks.go|s/if w\.LookbackMs > 0 && l\.LookbackMs > 0 \{/if w.LookbackMs > 0 \&\& w.LookbackMs == l.LookbackMs {/'
   'paidpast|pipeline/plan.go|s/return max\(windowFrom\(m, ok, lookbackMs\), min\(m\.HwmMs-lookbackMs, end\+1\)\)/return m.HwmMs - lookbackMs/'
   'rollup|load/analyst/analyst.go|s/lo, hi = min\(lo, d\.SentMinTs\)/lo, hi = d.SentMinTs/'
   'loaded|load/analyst/analyst.go|s/Loaded: d\.Points > 0 && d\.MaxTs == hi/Loaded: d.Points > 0/'
+  'drain|pipeline/reader.go|s/for _, req := range r\.q\.drain\(\) \{/for _, req := range r.q.drain()[:0] {/'
   'sent|load/analyst/analyst.go|s/if d\.Sent > 0 \{\n\t\tlo, hi = min\(lo, d\.SentMinTs\), max\(hi, d\.SentMaxTs\)/if d.Points > 0 {\n\t\tlo, hi = min(lo, d.MinTs), max(hi, d.MaxTs)/'
   'recompute|load/analyst/analyst.go|s/if err != nil \{\n(\t\t\treturn fmt\.Errorf\("recompute)/if false {\n$1/'
   'split|pipeline/split.go|s/start: mid \+ 1, end: req\.end, open: req\.open/start: mid + 2, end: req.end, open: req.open/'
@@ -39,10 +41,12 @@ describe() {
   joined) echo "a backfill joins up without the lookback (marks.go BackfillMark)" ;;
   debt) echo "a backfill joins up above what the mark owes (marks.go BackfillMark)" ;;
   merge) echo "the merge keeps the winner's reread, not the greater (marks.go MergeMark)" ;;
-  crosslookback) echo "the merge keeps the greater reread across lookbacks (marks.go MergeMark)" ;;
+  crosslookback) echo "the merge keeps the greater reread across lookbacks, unlowered (marks.go MergeMark at 595bd41)" ;;
+  onelookback) echo "the merge keeps the winner's reread across lookbacks (marks.go MergeMark at 19737ae)" ;;
   paidpast) echo "a re-read pays what its mark owed past its end (plan.go rereadOf)" ;;
   rollup) echo "the rollup range not widened to From (load/analyst RangeOf)" ;;
   loaded) echo "a range ending on a failed row marked Loaded (load/analyst RangeOf)" ;;
+  drain) echo "a cancelled run's queued targets never handed on (reader.go run)" ;;
   sent) echo "the rows of a failed INSERT left out of the rollup range (load/analyst RangeOf)" ;;
   recompute) echo "marks committed after a failed recompute (load/analyst link)" ;;
   split) echo "a split off by one, mid+2 (split.go halves)" ;;
