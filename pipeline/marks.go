@@ -40,8 +40,15 @@ type Outcome struct {
 // cycles, two cycles the lease failed to keep apart, a run planned before
 // sync.lookback changed) revive a debt a cycle beside it had paid, and the
 // next re-read would start below a settled watermark published meanwhile.
-// With an unknown lookback (a mark from before schema 8) the winner's debt
-// stands.
+// Where the loser's debt is at or above the winner's for readers of every
+// lookback (its RereadMs is, and so is its RereadMs plus LookbackMs), the
+// loser's RereadMs and LookbackMs replace the winner's: the greater debt
+// for every reader, where the winner's shorter lookback would have a
+// reader of the loser's lower it by the difference, below a watermark
+// published under it (a backfill of the lookback before a raise that wins
+// over the daemon's re-read). Otherwise the rule above leaves the
+// winner's. With an unknown lookback (a mark from before schema 8) the
+// winner's debt stands.
 func MergeMark(stored Mark, ok bool, m Mark) Mark {
 	if !ok {
 		return m
@@ -51,7 +58,16 @@ func MergeMark(stored Mark, ok bool, m Mark) Mark {
 		w, l = stored, m
 	}
 	if w.LookbackMs > 0 && l.LookbackMs > 0 {
-		w.RereadMs = max(w.RereadMs, l.RereadMs-max(0, w.LookbackMs-l.LookbackMs))
+		// Where the loser's debt, as a reader of any lookback takes it
+		// (windowFrom), is at or above the winner's, it stands with its
+		// own lookback: the greater of the two for every reader. Where
+		// it is not (a loser's debt greater under a shorter lookback,
+		// less once lowered by the difference), the winner's stands: the
+		// loser's lowered by as much as the winner's lookback exceeds its
+		// own (the rule of 2b76e0a) is never above it then.
+		if l.RereadMs != 0 && l.RereadMs >= w.RereadMs && l.RereadMs+l.LookbackMs >= w.RereadMs+w.LookbackMs {
+			w.RereadMs, w.LookbackMs = l.RereadMs, l.LookbackMs
+		}
 	}
 	return w
 }

@@ -278,3 +278,66 @@ func TestARunPlannedBeforeTheLookbackWasLoweredDoesNotReviveAPaidDebt(t *testing
 		t.Errorf("the next re-read starts at T%+d ms, %d min below the watermark T%+d ms published before it (stored mark %+v)", from-T, (wm-from)/mi, wm-T, s)
 	}
 }
+
+// Found by the adversarial review of 2b76e0a: the merged debt takes the
+// winner's lookback, so a winner of the shorter one (a backfill of the
+// configuration before sync.lookback was raised) makes a reader of the
+// longer one lower the loser's debt by the difference, although that debt
+// was reckoned under the longer one and holds as it is. The next re-read
+// then starts below a watermark published under the longer lookback
+// after the debt was paid: neither exception of docs/reliability.md
+// ("What a mark promises") covers it, since no run began and no debt was
+// reckoned under a lookback longer than the watermark's.
+//
+// Step by step, T the stored mark m0 (tag 1h), lookback raised to 2h:
+//  1. at T+2h a backfill of the old configuration (1h), from T-3h to
+//     T+2h, is planned with m0, and reads slowly;
+//  2. the daemon (2h) re-reads with m0, finds a point at T+1h30m and
+//     commits m1 = T+1h30m owing from T-2h;
+//  3. it re-reads again with m1 and commits T+1h30m owing from T-30m
+//     (tag 2h); the watermark published then is T-30m;
+//  4. a point q stamped T+1h50m is written; the backfill, reading past
+//     it only now, loads it and commits T+1h50m owing from T-1h (tag 1h):
+//     its mark is ahead, and wins;
+//  5. the next re-read under 2h must start no lower than T-30m: every
+//     point promised below it has landed (step 3), and every point
+//     written since is promised from m1 - 2h = T-30m at the lowest.
+func TestABackfillOfTheLookbackBeforeARaiseThatWinsKeepsTheDaemonsDebtUnderItsLookback(t *testing.T) {
+	const T, mi, h = lbT, lbMi, lbH
+	floor := T - 30*24*h
+	v := Variable{ID: "v"}
+	m0 := Mark{VariableID: "v", HwmMs: T, CheckedMs: T, RecheckedMs: T - 10*mi, RereadMs: T - h - 5*mi, LookbackMs: h}
+	plan := func(m Mark, end int64) Target {
+		got, _ := Plan([]Variable{v}, map[string]Mark{"v": m}, PlanOptions{Lookback: 2 * time.Hour, Floor: floor, End: end})
+		if len(got) != 1 || got[0].Tail {
+			t.Fatalf("the daemon's plan at T%+d: %+v, want a re-read", end-T, got)
+		}
+		return got[0]
+	}
+	// 1. The backfill of the old configuration, planned with m0.
+	bf := Target{Variable: v, Start: T - 3*h, End: T + 2*h, Mark: m0, HasMark: true, From: T - 3*h}
+	// 2. and 3. The daemon's two re-reads, and the watermark after them.
+	a := plan(m0, T+2*h+mi)
+	ma, _ := IncrementalMark(a, Outcome{MaxTs: T + 90*mi, StartMs: a.Start})
+	s := MergeMark(m0, true, ma)
+	b := plan(s, T+2*h+5*mi)
+	mb, _ := IncrementalMark(b, Outcome{StartMs: b.Start})
+	s = MergeMark(s, true, mb)
+	wm, _ := settledOf(s, true, floor, T+2*h+5*mi, 2*h)
+	if wm != T-30*mi {
+		t.Fatalf("the watermark after the daemon's re-reads is T%+d ms, want T-30m (stored mark %+v)", wm-T, s)
+	}
+	// 4. The backfill commits, ahead.
+	mf, ok := BackfillMark(floor, h)(bf, Outcome{MaxTs: T + 110*mi, StartMs: bf.Start})
+	if !ok {
+		t.Fatal("the backfill commits no mark")
+	}
+	s = MergeMark(s, true, mf)
+	if s.HwmMs != T+110*mi {
+		t.Fatalf("the backfill's mark lost the merge: %+v", s)
+	}
+	// 5. The next re-read under 2h.
+	if from := windowFrom(s, true, 2*h); from < wm {
+		t.Errorf("the next re-read starts at T%+d ms, %d min below the watermark T%+d ms published before it (stored mark %+v)", from-T, (wm-from)/mi, wm-T, s)
+	}
+}

@@ -36,11 +36,13 @@ func TestMergeMarkKeepsTheFurtherMarkAndAtEqualMarksTheLaterReadWithTheGreaterRe
 		{"nothing stored: the given mark's own reread", owing(mark(500, 50, 1), 90), false, owing(mark(100, 10, 2), 30), owing(mark(100, 10, 2), 30)},
 		{"debts under two lookbacks: the winner's, stored", under(owing(mark(200, 10, 1), 50), 7_200_000), true, owing(mark(100, 99, 2), 80), under(owing(mark(200, 10, 1), 50), 7_200_000)},
 		{"debts under two lookbacks: the winner's, given", owing(mark(100, 99, 1), 80), true, under(owing(mark(200, 10, 2), 50), 7_200_000), under(owing(mark(200, 10, 2), 50), 7_200_000)},
-		// Under two lookbacks, the loser's debt counts as far as it holds
-		// under the winner's: lowered by the difference when the
-		// winner's is the longer, as it is otherwise.
-		{"a greater debt under a shorter lookback than the winner's: lowered by the difference", under(owing(mark(200, 10, 1), 50), 2*3_600_000), true, owing(mark(100, 99, 2), 3_600_000+80), under(owing(mark(200, 10, 1), 80), 2*3_600_000)},
-		{"a greater debt under a longer lookback than the winner's: as it is", owing(mark(100, 99, 1), 80), true, under(owing(mark(200, 10, 2), 50), 1_800_000), under(owing(mark(200, 10, 2), 80), 1_800_000)},
+		// Under two lookbacks, a loser's debt at or above the winner's
+		// for every reader (windowFrom: the debt, less how much the
+		// reader's lookback exceeds its own) stands with its lookback;
+		// one above it for some readers only leaves the winner's.
+		{"a debt above the winner's for every reader, under a shorter lookback: the loser's, with its lookback", under(owing(mark(200, 10, 1), 50), 2*3_600_000), true, owing(mark(100, 99, 2), 3_600_000+80), owing(mark(200, 10, 1), 3_600_000+80)},
+		{"a debt above the winner's for some readers only, under a shorter lookback: the winner's", under(owing(mark(200, 10, 1), 50), 2*3_600_000), true, owing(mark(100, 99, 2), 3_600_000+20), under(owing(mark(200, 10, 1), 50), 2*3_600_000)},
+		{"a debt above the winner's for every reader, under a longer lookback: the loser's, with its lookback", owing(mark(100, 99, 1), 80), true, under(owing(mark(200, 10, 2), 50), 1_800_000), owing(mark(200, 10, 2), 80)},
 		{"a debt under no known lookback: the winner's", under(owing(mark(100, 99, 1), 80), 0), true, under(owing(mark(200, 10, 2), 50), 0), under(owing(mark(200, 10, 2), 50), 0)},
 	}
 	for _, c := range cases {

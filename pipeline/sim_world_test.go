@@ -1007,10 +1007,10 @@ func (s simStore) Commit(_ context.Context, marks []Mark) error {
 		for k := range w.watermarks {
 			w.watermarks[k].widest = max(w.watermarks[k].widest, merged.LookbackMs)
 		}
-		// m won when the merge kept it, whatever reread it took from the
-		// stored mark.
+		// m won when the merge kept it, whatever reread (and the lookback
+		// it is reckoned under) it took from the stored mark.
 		won := merged
-		won.RereadMs = m.RereadMs
+		won.RereadMs, won.LookbackMs = m.RereadMs, m.LookbackMs
 		if won == m {
 			w.noteRead(s.p, m)
 		}

@@ -112,8 +112,8 @@ type Mark struct {
 	// LookbackMs is the sync.lookback RereadMs was reckoned under: a debt
 	// says which points written later are no longer promised, and that
 	// depends on the lookback. MergeMark takes the greater of two debts
-	// only when they share it. 0 when unknown (marks written before it
-	// existed, or by a run that does not say).
+	// as readers of each lookback take them (windowFrom). 0 when unknown
+	// (marks written before it existed, or by a run that does not say).
 	LookbackMs int64
 	UpdatedAt  time.Time
 }
