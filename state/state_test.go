@@ -123,7 +123,8 @@ func TestTheGreaterRereadSurvivesTheMarkThatLosesAndTheMerge(t *testing.T) {
 		const lb = 3_600_000
 		paid := pipeline.Mark{HwmMs: 500, LastActivityMs: 501, CheckedMs: 600, RereadMs: 400, RecheckedMs: 600, LookbackMs: lb}
 		older := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 100, RecheckedMs: 300, LookbackMs: lb}
-		// Under another lookback the winner's debt stands (MergeMark).
+		// Under another lookback, where neither debt is the greater for
+		// readers of every lookback, the winner's stands (MergeMark).
 		longer := pipeline.Mark{HwmMs: 700, LastActivityMs: 480, CheckedMs: 550, RereadMs: 100, RecheckedMs: 300, LookbackMs: 2 * lb}
 		// At equal marks the later read wins, whichever commits last,
 		// also once ClickHouse's merge has kept one row (for equal
