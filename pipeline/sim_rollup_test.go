@@ -288,7 +288,9 @@ func (p *simProc) rolled(touched []analyst.Range, snapped int64) {
 // (docs/reliability.md, "Crashes"). A point the contract promises is
 // read again, but only by the variable's next re-read when the mark moved
 // past it (reads after the mark start above it): until a re-read begun
-// after the run ended has landed, it may be missing too. checkTables
+// after the run ended has landed, it may be missing too, and for good
+// when it fell out of the retention window (less fleetsync's margin)
+// before that re-read began: then it is no longer promised. checkTables
 // allows exactly those points to be missing from their rows. Caller
 // holds w.mu.
 func (w *simWorld) orphan(p *simProc) {
@@ -327,6 +329,18 @@ func (w *simWorld) unpromisedOrphan(v *simVar, ts int64) bool {
 	}
 	if rr, ok := w.rereads[v.id]; !ok || rr.run <= orphaned {
 		return true
+	}
+	// A point out of reach when the first re-read begun after the dying
+	// run began, and below the range that re-read handed the tables (the
+	// mark it was planned with starts its window above the point), is
+	// promised no more: no read loads it again, nor hands its hour on.
+	for _, rr := range w.rereadLog[v.id] {
+		if rr.run > orphaned {
+			if ts < rr.reach && ts < rr.from {
+				return true
+			}
+			break
+		}
 	}
 	i, ok := slices.BinarySearchFunc(v.points, ts, func(p simPoint, t int64) int { return cmpInt(p.ts, t) })
 	return ok && v.points[i].ts < v.points[i].from

@@ -467,6 +467,11 @@ type simRead struct {
 	run int64
 	// endMs is the end of the read's window (Mark.CheckedMs).
 	endMs int64
+	// reach is the earliest timestamp a read could reach when its run
+	// began (simWorld.reachable): below it nothing is promised any more;
+	// from is the target's From (where the range it handed the analyst
+	// tables starts), math.MinInt64 when the simulation did not see it.
+	reach, from int64
 }
 
 // simPlans is the link in front of the marks that notes, for the store's
@@ -477,9 +482,10 @@ func simPlans(p *simProc) Link {
 		return CommitFunc(func(ctx context.Context, done []Done, final bool) error {
 			p.w.mu.Lock()
 			if p.tails == nil {
-				p.tails = map[string]Mark{}
+				p.tails, p.froms = map[string]Mark{}, map[string]int64{}
 			}
 			for _, d := range done {
+				p.froms[d.Variable.ID] = d.From
 				if d.Tail {
 					p.tails[d.Variable.ID] = d.Mark
 				} else {
@@ -503,9 +509,12 @@ func simPlans(p *simProc) Link {
 // the HwmMs of the mark it was planned with. Caller holds w.mu.
 func (w *simWorld) noteRead(p *simProc, m Mark) {
 	if w.reads == nil {
-		w.reads, w.rereads, w.owes = map[string]simRead{}, map[string]simRead{}, map[string][]simRead{}
+		w.reads, w.rereads, w.owes, w.rereadLog = map[string]simRead{}, map[string]simRead{}, map[string][]simRead{}, map[string][]simRead{}
 	}
-	run := simRead{start: p.startSeq, end: w.seq, above: math.MinInt64, endMs: m.CheckedMs, run: p.run}
+	run := simRead{start: p.startSeq, end: w.seq, above: math.MinInt64, endMs: m.CheckedMs, run: p.run, reach: p.startReach, from: math.MinInt64}
+	if from, ok := p.froms[m.VariableID]; ok {
+		run.from = from
+	}
 	switch {
 	case strings.HasPrefix(p.name, "backfill"):
 		w.owes[m.VariableID] = append(w.owes[m.VariableID], run)
@@ -518,6 +527,7 @@ func (w *simWorld) noteRead(p *simProc, m Mark) {
 	}
 	w.reads[m.VariableID] = run
 	w.rereads[m.VariableID] = run
+	w.rereadLog[m.VariableID] = append(w.rereadLog[m.VariableID], run)
 	w.owes[m.VariableID] = []simRead{run}
 }
 

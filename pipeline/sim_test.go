@@ -337,7 +337,7 @@ func (w *simWorld) runShard(p *simProc, fn func(*Syncer, context.Context) error,
 	defer cancel()
 	w.mu.Lock()
 	w.runs++
-	p.cancel, p.startSeq, p.run = cancel, w.seq, w.runs
+	p.cancel, p.startSeq, p.run, p.startReach = cancel, w.seq, w.runs, w.reachable()
 	if p.lookback == 0 {
 		p.lookback = w.lookback
 	}

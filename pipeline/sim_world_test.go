@@ -192,6 +192,9 @@ type simWorld struct {
 	// reads is, per variable, the read its mark stands for, and rereads
 	// its last re-read of the lookback (sim_swarm_test.go's noteRead).
 	reads, rereads map[string]simRead
+	// rereadLog is, per variable, every re-read of the lookback in the
+	// order their marks landed.
+	rereadLog map[string][]simRead
 	// owes is, per variable, the runs whose writes its mark may still
 	// owe (see noteRead).
 	owes map[string][]simRead
@@ -437,12 +440,17 @@ type simProc struct {
 	// startSeq is the world's write counter when its run began: points
 	// written after it need not be loaded by the run's marks.
 	startSeq int64
-	// run numbers the runs in the order they began (simWorld.runs).
-	run int64
+	// run numbers the runs in the order they began (simWorld.runs), and
+	// startReach is the world's reachable() then.
+	run        int64
+	startReach int64
 	// tails are the variables whose last target done in the run read
 	// the points after its mark alone (Target.Tail), with the mark it
 	// was planned with (simPlans). Guarded by w.mu.
 	tails map[string]Mark
+	// froms is the From of each variable's last target done in the run
+	// (simPlans). Guarded by w.mu.
+	froms map[string]int64
 	// startPubs is how many watermarks were published when its run began,
 	// and startHolders the variables holding points then; walked are the
 	// variables its walks listed (a page that shifted drops one).
