@@ -24,31 +24,26 @@ type Outcome struct {
 // LastActivityMs, FutureMs, then the greater RereadMs, RecheckedMs and
 // LookbackMs, in the order the ClickHouse store's readers rank its rows;
 // the given mark on a tie of all of them (the same mark). The winner is kept
-// whole but for RereadMs: the greater of the two debts, the loser's first
-// lowered by as much as the winner's lookback (LookbackMs) exceeds its
-// own. Below either, every point still promised has landed, and none
-// written since can be promised there (a point is promised from the
-// lookback of the mark in force when it is written, and marks never move
-// backwards), so the lower debt is paid. A debt reckoned under a shorter
-// lookback says so only of the points that lookback promised: a reader of
-// a longer one lowers it by the difference (windowFrom), and so does the
-// merge before it compares it under the winner's longer lookback. Under a
-// shorter one the loser's debt holds as it is, only more cautiously (a
-// reader of the loser's longer lookback lowers the merged debt by the
-// winner's difference). Taking the winner's alone would let a run that
+// whole but for its debt (RereadMs, and the LookbackMs it was reckoned
+// under), which becomes the greater of the two where one is at or above
+// the other for readers of every lookback. A debt D reckoned under L is
+// read under X as D - max(0, X - L) (windowFrom), so the loser's is the
+// greater for every reader when its RereadMs is, and so is its RereadMs
+// plus LookbackMs; then it replaces the winner's, lookback and all. Where
+// neither is (the debts cross), the winner's stands: it is never above
+// the greater one, so it loses nothing, only re-reads more. Below either
+// debt, every point its lookback promised has landed, and none written
+// since can be promised there (a point is promised from the lookback of
+// the mark in force when it is written, and marks never move backwards),
+// so a lower debt is paid. Taking the winner's alone would let a run that
 // outlived the mark it was planned with (a backfill through several
 // cycles, two cycles the lease failed to keep apart, a run planned before
-// sync.lookback changed) revive a debt a cycle beside it had paid, and the
+// sync.lookback changed) revive a debt a run beside it had paid, and the
 // next re-read would start below a settled watermark published meanwhile.
-// Where the loser's debt is at or above the winner's for readers of every
-// lookback (its RereadMs is, and so is its RereadMs plus LookbackMs), the
-// loser's RereadMs and LookbackMs replace the winner's: the greater debt
-// for every reader, where the winner's shorter lookback would have a
-// reader of the loser's lower it by the difference, below a watermark
-// published under it (a backfill of the lookback before a raise that wins
-// over the daemon's re-read). Otherwise the rule above leaves the
-// winner's. With an unknown lookback (a mark from before schema 8) the
-// winner's debt stands.
+// Taking the loser's as it is where the winner's lookback is longer would
+// claim more than it says: a debt under a shorter lookback speaks only of
+// the points that lookback promised. With an unknown lookback (LookbackMs
+// 0, a mark from before schema 8) the winner's debt stands.
 func MergeMark(stored Mark, ok bool, m Mark) Mark {
 	if !ok {
 		return m
@@ -58,13 +53,6 @@ func MergeMark(stored Mark, ok bool, m Mark) Mark {
 		w, l = stored, m
 	}
 	if w.LookbackMs > 0 && l.LookbackMs > 0 {
-		// Where the loser's debt, as a reader of any lookback takes it
-		// (windowFrom), is at or above the winner's, it stands with its
-		// own lookback: the greater of the two for every reader. Where
-		// it is not (a loser's debt greater under a shorter lookback,
-		// less once lowered by the difference), the winner's stands: the
-		// loser's lowered by as much as the winner's lookback exceeds its
-		// own (the rule of 2b76e0a) is never above it then.
 		if l.RereadMs != 0 && l.RereadMs >= w.RereadMs && l.RereadMs+l.LookbackMs >= w.RereadMs+w.LookbackMs {
 			w.RereadMs, w.LookbackMs = l.RereadMs, l.LookbackMs
 		}

@@ -25,10 +25,11 @@ const Stage = "rollup"
 
 // Range is one variable's range of timestamps (POSIX ms, inclusive) where
 // the warehouse may hold points the analyst tables do not reflect yet: the
-// points a pass sent to it (those of a failed INSERT too), and below them, down to the earliest timestamp its
-// target answers for (pipeline.Target.From), whatever an earlier pass
-// loaded and stopped before its commit (the retention floor may have moved
-// since, so that no later pass reads them again).
+// points a pass sent to it (those of a failed INSERT too), and below them,
+// down to the earliest timestamp its target answers for
+// (pipeline.Target.From), whatever an earlier pass loaded and stopped
+// before its commit (the retention floor may have moved since, so that no
+// later pass reads them again).
 type Range struct {
 	VariableID   string
 	FromMs, ToMs int64
