@@ -289,19 +289,20 @@ func (p *simProc) rolled(touched []analyst.Range, snapped int64) {
 // read again, but only by the variable's next re-read when the mark moved
 // past it (reads after the mark start above it): until a re-read begun
 // after the run ended has landed, it may be missing too, and for good
-// when it fell out of the retention window (less fleetsync's margin)
-// before that re-read began: then it is no longer promised. checkTables
+// when it fell out of the retention window (less fleetsync's margin), and
+// below that re-read's range, before the re-read began: then it is no
+// longer promised. checkTables
 // allows exactly those points to be missing from their rows. Caller
 // holds w.mu.
 func (w *simWorld) orphan(p *simProc) {
 	if !p.halted && !p.recomputeFailed {
-		// Nothing stopped it between a load and the recompute after: every
+		// Nothing killed it between a load and the recompute after: every
 		// row it stored, acknowledged or in an INSERT that failed, was in
 		// a range it handed the tables.
 		for _, id := range slices.Sorted(maps.Keys(p.unrolled)) {
 			if rows := p.unrolled[id]; len(rows) > 0 {
 				ts := slices.Min(slices.Collect(maps.Keys(rows)))
-				w.violate("%s ended without a stop or a failed recompute, and %d rows it stored for %s (the first at %s ms) are in no range it handed the analyst tables",
+				w.violate("%s ended without being killed or a failed recompute, and %d rows it stored for %s (the first at %s ms) are in no range it handed the analyst tables",
 					p.name, len(rows), id, fmtRel(ts))
 				return
 			}
