@@ -140,7 +140,10 @@ func TestEngineCancelledRunCommitsOnlyCompleted(t *testing.T) {
 
 func TestPlanWindows(t *testing.T) {
 	const hour = int64(time.Hour / time.Millisecond)
-	floor, end := int64(1000*hour), int64(2000*hour)
+	// The end is half past an hour: the variables' phases of the hour
+	// (one slot: on the hour) came round half an hour before it, before
+	// the re-reads the marks record.
+	floor, end := int64(1000*hour), int64(2000*hour+hour/2)
 	vars := []pipeline.Variable{{ID: "new", LastActivityMs: 5}, {ID: "marked", LastActivityMs: 9}, {ID: "idle", LastActivityMs: 7}, {ID: "old", LastActivityMs: 8},
 		{ID: "future", LastActivityMs: 1}, {ID: "empty"}, {ID: "active", LastActivityMs: 9}}
 	marks := map[string]pipeline.Mark{

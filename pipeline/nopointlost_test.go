@@ -34,7 +34,13 @@ func TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween(t *tes
 	const hwm, lookback = end - 600_000, int64(3_600_000)
 	recheck := time.Hour
 	v := pipeline.Variable{ID: "v", LastActivityMs: 42}
-	period := pipeline.RecheckPeriod("v", recheck).Milliseconds()
+	// Two variables make one slot: v's phase comes round at at, the
+	// latest instant at or before end that its slot's phase of the hour
+	// falls on.
+	at := pipeline.RecheckAt("v", recheck, 1, end)
+	if at > end || end-at >= recheck.Milliseconds() {
+		t.Fatalf("v's phase came round at %d, not in the hour up to %d", at, end)
+	}
 	const skip, tail, reread = "skip", "tail", "reread"
 	cases := []struct {
 		name     string
@@ -45,20 +51,21 @@ func TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween(t *tes
 		start    int64
 	}{
 		{"re-read just now", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1}, recheck, true, skip, 0},
-		{"re-read one period ago", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - period}, recheck, true, reread, hwm - lookback},
-		{"re-read one period ago, owing points from earlier", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - period, RereadMs: hwm - 3*lookback}, recheck, true, reread, hwm - 3*lookback},
-		{"re-read just inside the period", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - period + 1, RecheckedMs: end - period + 1}, recheck, true, skip, 0},
+		{"re-read just before its phase came round", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: at - 1}, recheck, true, reread, hwm - lookback},
+		{"re-read just before its phase came round, owing points from earlier", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: at - 1, RereadMs: hwm - 3*lookback}, recheck, true, reread, hwm - 3*lookback},
+		{"re-read as its phase came round", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: at, RecheckedMs: at}, recheck, true, skip, 0},
+		{"re-read a recheck period ago", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - recheck.Milliseconds()}, recheck, true, reread, hwm - lookback},
 		{"never re-read (a backfill's mark)", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42}, recheck, true, reread, hwm - lookback},
 		// Schema 6 and older: every complete read was a re-read.
 		{"a mark from before rechecked_ms, read just now", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1}, recheck, true, skip, 0},
 		{"a mark from before rechecked_ms, active", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1}, recheck, true, tail, hwm + 1},
-		{"a mark from before rechecked_ms, read one period ago", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - period}, recheck, true, reread, hwm - lookback},
+		{"a mark from before rechecked_ms, read before the phase came round", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: at - 1}, recheck, true, reread, hwm - lookback},
 		{"a re-read on record ahead of the clock", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end + 86_400_000, RecheckedMs: end + 86_400_000}, recheck, true, reread, hwm - lookback},
 		{"a re-read on record at the cycle's end exactly", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end, RecheckedMs: end}, recheck, true, tail, hwm + 1},
 		{"a mark at the cycle's end exactly (nothing after it to read up to the end)", pipeline.Mark{HwmMs: end, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - 1}, recheck, true, reread, end - lookback},
 		{"a re-read asked for", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: 1}, recheck, true, reread, hwm - lookback},
 		{"lastActivity moved", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - 1, RereadMs: hwm - 3*lookback}, recheck, true, tail, hwm + 1},
-		{"lastActivity moved, re-read due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: end - period}, recheck, true, reread, hwm - lookback},
+		{"lastActivity moved, re-read due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 41, CheckedMs: end - 1, RecheckedMs: at - 1}, recheck, true, reread, hwm - lookback},
 		{"a point ahead fell due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1, FutureMs: end}, recheck, true, tail, hwm + 1},
 		{"a point ahead not yet due", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1, FutureMs: end + 1}, recheck, true, skip, 0},
 		{"without skip_idle", pipeline.Mark{HwmMs: hwm, LastActivityMs: 42, CheckedMs: end - 1, RecheckedMs: end - 1}, recheck, false, tail, hwm + 1},
@@ -99,28 +106,125 @@ func TestPlanRereadsTheLookbackOncePerRecheckPeriodAndTheNewPointsBetween(t *tes
 	}
 }
 
-func TestRecheckPeriodsSpreadBetweenHalfAndAllOfIdleRecheck(t *testing.T) {
+// TestRereadsComeOnceARecheckPeriodAtTheirSlotsPhase runs the planner's
+// re-read schedule over days of five-minute cycles with an hour's
+// idle_recheck: a fleet read at once (every variable re-read at t0) is
+// re-read a slot at a time over the next hour and then once an hour each,
+// never more than idle_recheck plus a cycle apart, also while the fleet
+// grows from one slot to forty (its phases move); and the variables of a
+// small fleet, one slot, are re-read in one cycle an hour.
+func TestRereadsComeOnceARecheckPeriodAtTheirSlotsPhase(t *testing.T) {
+	const t0 = int64(1_700_000_123_456)
+	const cycle = int64(300_000)
 	recheck := time.Hour
-	lo, hi := recheck, time.Duration(0)
-	buckets := make([]int, 10)
-	for i := range 10_000 {
-		p := pipeline.RecheckPeriod(fmt.Sprintf("var%05d", i), recheck)
-		if p < recheck/2 || p > recheck {
-			t.Fatalf("period %s outside [%s, %s]", p, recheck/2, recheck)
+	hour := recheck.Milliseconds()
+	vars := func(n int) []pipeline.Variable {
+		vs := make([]pipeline.Variable, n)
+		for i := range vs {
+			vs[i] = pipeline.Variable{ID: fmt.Sprintf("var%05d", i), LastActivityMs: 7}
 		}
-		lo, hi = min(lo, p), max(hi, p)
-		buckets[int(float64(p-recheck/2)/float64(recheck/2)*9.999)]++
+		return vs
 	}
-	// An even spread puts 1 000 periods in each tenth of the range; a fleet
-	// read at once is then re-read a tenth at a time, not all at once.
-	for i, n := range buckets {
-		if n < 800 || n > 1200 {
-			t.Fatalf("tenth %d of the recheck range holds %d of 10 000 periods (all: %v)", i, n, buckets)
+	type schedule struct {
+		perCycle []int              // re-reads in each cycle
+		rereads  map[string][]int64 // each variable's re-reads (the cycles' ends)
+	}
+	run := func(t *testing.T, fleet func(k int) []pipeline.Variable, cycles int) schedule {
+		marks := map[string]pipeline.Mark{}
+		got := schedule{rereads: map[string][]int64{}}
+		for k := 1; k <= cycles; k++ {
+			end := t0 + int64(k)*cycle
+			vs := fleet(k)
+			for _, v := range vs {
+				if _, ok := marks[v.ID]; !ok {
+					// Read at once as the fleet was first synced (or joined).
+					marks[v.ID] = pipeline.Mark{HwmMs: t0 - hour, LastActivityMs: 7, CheckedMs: end - cycle, RecheckedMs: end - cycle}
+					got.rereads[v.ID] = []int64{end - cycle}
+				}
+			}
+			targets, skipped := pipeline.Plan(vs, marks, pipeline.PlanOptions{Lookback: recheck, Floor: 1, End: end, SkipIdle: true, IdleRecheck: recheck, VariablesPerRequest: 50})
+			if len(targets)+skipped != len(vs) {
+				t.Fatalf("cycle %d: %d targets and %d skipped of %d variables", k, len(targets), skipped, len(vs))
+			}
+			n := 0
+			for _, tg := range targets {
+				if tg.Tail {
+					t.Fatalf("cycle %d: %s read after its mark though nothing moved", k, tg.Variable.ID)
+				}
+				m := marks[tg.Variable.ID]
+				m.CheckedMs, m.RecheckedMs = end, end
+				marks[tg.Variable.ID] = m
+				got.rereads[tg.Variable.ID] = append(got.rereads[tg.Variable.ID], end)
+				n++
+			}
+			got.perCycle = append(got.perCycle, n)
 		}
+		for id, at := range got.rereads {
+			for i := 1; i < len(at); i++ {
+				if gap := at[i] - at[i-1]; gap > hour+cycle {
+					t.Fatalf("%s re-read %d ms after its last re-read, more than idle_recheck and a cycle (%v)", id, gap, at)
+				}
+			}
+			if last := t0 + int64(cycles)*cycle; last-at[len(at)-1] > hour+cycle {
+				t.Fatalf("%s not re-read since %d, %d ms before the last cycle", id, at[len(at)-1], last-at[len(at)-1])
+			}
+		}
+		return got
 	}
-	if pipeline.RecheckPeriod("var00001", recheck) != pipeline.RecheckPeriod("var00001", recheck) {
-		t.Fatal("a variable's period is not stable")
+
+	t.Run("a fleet of forty slots", func(t *testing.T) {
+		const n, cycles = 2000, 36 * 12
+		fleet := vars(n)
+		got := run(t, func(int) []pipeline.Variable { return fleet }, cycles)
+		for id, at := range got.rereads {
+			// After its first phase, once an hour exactly: the spread of a
+			// period of its own (between half and all of the hour) re-read
+			// a variable every three quarters of an hour.
+			for i := 2; i < len(at); i++ {
+				if gap := at[i] - at[i-1]; gap != hour {
+					t.Fatalf("%s re-read %d ms after its last re-read, want an hour (%v)", id, gap, at)
+				}
+			}
+		}
+		// A twelfth of the fleet each cycle once it is spread (the first
+		// hour re-reads each slot at its phase too), never the whole fleet.
+		for k, c := range got.perCycle {
+			if c < n/12/2 || c > n/12*2 {
+				t.Fatalf("cycle %d re-read %d of %d variables, want about a twelfth of them (%v)", k+1, c, n, got.perCycle)
+			}
+		}
+	})
+
+	t.Run("a small fleet, one slot", func(t *testing.T) {
+		fleet := vars(24)
+		got := run(t, func(int) []pipeline.Variable { return fleet }, 10*12)
+		for k, c := range got.perCycle {
+			if c != 0 && c != len(fleet) {
+				t.Fatalf("cycle %d re-read %d of the %d variables: one slot's are re-read together (%v)", k+1, c, len(fleet), got.perCycle)
+			}
+		}
+		if r := sum(got.perCycle); r < 9*len(fleet) || r > 11*len(fleet) {
+			t.Fatalf("%d re-reads of %d variables in 10 hours, want one an hour each", r, len(fleet))
+		}
+	})
+
+	t.Run("a fleet growing from one slot to forty", func(t *testing.T) {
+		all := vars(2000)
+		// The gaps are checked by run: the phases of the first 24 move as
+		// the slots grow, and none of them waits past idle_recheck.
+		run(t, func(k int) []pipeline.Variable { return all[:min(len(all), 24+k*7)] }, 36*12)
+	})
+
+	if pipeline.RecheckAt("var00001", recheck, 40, t0) != pipeline.RecheckAt("var00001", recheck, 40, t0) {
+		t.Fatal("a variable's phase is not stable")
 	}
+}
+
+func sum(xs []int) (s int) {
+	for _, x := range xs {
+		s += x
+	}
+	return s
 }
 
 func TestEngineLeavesPointsAheadOfTheCycleForTheCycleAfterThem(t *testing.T) {

@@ -69,15 +69,24 @@ type PlanOptions struct {
 	// until then a cycle reads only its points after the mark, and under
 	// SkipIdle only when its lastActivity moved or a point it saw stamped
 	// ahead fell due. A late point (stamped at or below the mark) waits for
-	// the re-read, which the contract allows. Each variable's period is a
-	// stable fraction between half and all of it, so that a fleet synced
-	// at once is not re-read at once. 0 means a re-read every cycle.
+	// the re-read, which the contract allows. A variable is re-read
+	// sooner, at its phase of the period (RecheckAt), so that a fleet
+	// synced at once is not re-read at once, and variables whose phases
+	// share a slot share re-read requests. 0 means a re-read every cycle.
 	IdleRecheck time.Duration
+	// VariablesPerRequest is how many variables share a raw-series request
+	// (EngineOptions.VariablesPerRequest; 0 means 50): the phases of a
+	// part of the fleet fall in one slot per that many variables, so the
+	// re-reads of a cycle fill their requests (see RecheckAt).
+	VariablesPerRequest int
 	// Shard is the shard whose variables are planned (see Shard.Holds).
 	Shard Shard
 	// reported says whether the fleet reports lastActivity at all (see
 	// lastActivityReported); the cycle sets it from the variables walked.
 	reported bool
+	// slots is the number of re-read slots of the part planned (see
+	// RecheckAt); planEach sets it.
+	slots int
 }
 
 // lastActivityReported says whether the service reports lastActivity at
@@ -105,6 +114,7 @@ func planWith(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions
 // variables skipped as idle; marks gives a variable's mark.
 func planEach(vars []Variable, marks func(id string) (Mark, bool), o PlanOptions, fn func(Target)) (skipped int) {
 	lookback := lookbackMs(o.Lookback)
+	o.slots = recheckSlots(vars, o)
 	for _, v := range vars {
 		if !o.Shard.Holds(v.ID) {
 			continue
@@ -199,20 +209,46 @@ func rereadOf(m Mark, ok bool, lookbackMs, start, end int64) int64 {
 
 // rereadDue reports whether a variable with mark m (ok false: none) is to
 // be re-read from its mark's lookback: it has no mark or no re-read on
-// record, its last re-read is its recheck period old, or ahead of the
-// cycle's end (a clock that was ahead, or stepped back since: trusting it
-// would put the re-read off by the skew). lastActivity is a
-// hint whose meaning the spec leaves open (a late point may not move it,
-// nor a point written while a read ran), so a point at or below the mark
-// is found by the re-read alone, whatever lastActivity says; reading only
-// after the mark in between is what keeps a cycle's cost to its new
-// points (docs/reliability.md, "Late points").
+// record, its last re-read is ahead of the cycle's end (a clock that was
+// ahead, or stepped back since: trusting it would put the re-read off by
+// the skew), or the variable's phase of the recheck period (RecheckAt)
+// came round since its last re-read. lastActivity is a hint whose meaning
+// the spec leaves open (a late point may not move it, nor a point written
+// while a read ran), so a point at or below the mark is found by the
+// re-read alone, whatever lastActivity says; reading only after the mark
+// in between is what keeps a cycle's cost to its new points
+// (docs/reliability.md, "Late points").
+//
+// No variable goes more than idle_recheck between re-reads, whatever its
+// phase, and whatever the number of slots (which follows the fleet's size)
+// did to its phase meanwhile: RecheckAt lies less than idle_recheck before
+// the cycle's end, so a last re-read that long ago is always before it.
 func rereadDue(v Variable, m Mark, ok bool, o PlanOptions) bool {
 	last := lastReread(m)
 	if !ok || last <= 0 || last > o.End || o.IdleRecheck <= 0 {
 		return true
 	}
-	return o.End-last >= RecheckPeriod(v.ID, o.IdleRecheck).Milliseconds()
+	return RecheckAt(v.ID, o.IdleRecheck, o.slots, o.End) > last
+}
+
+// recheckSlots is how many slots the phases of vars' re-reads fall in: one
+// per VariablesPerRequest of the variables the shard holds, so that each
+// slot's re-reads fill about one request. A small fleet is then re-read in
+// one cycle a period (one request more, once), a large one a slot's worth
+// each cycle; a part of a fleet larger than a cycle's chunk has more slots
+// than cycles in a period, which is as even as the spread gets.
+func recheckSlots(vars []Variable, o PlanOptions) int {
+	per := o.VariablesPerRequest
+	if per <= 0 {
+		per = 50
+	}
+	n := 0
+	for _, v := range vars {
+		if o.Shard.Holds(v.ID) {
+			n++
+		}
+	}
+	return max(1, (n+per-1)/per)
 }
 
 // lastReread is the end of m's last re-read, 0 when none is on record. A
@@ -235,12 +271,27 @@ func idle(v Variable, m Mark, o PlanOptions) bool {
 	return v.LastActivityMs == m.LastActivityMs && (m.FutureMs == 0 || m.FutureMs > o.End)
 }
 
-// RecheckPeriod is how long a variable goes between re-reads of its
-// lookback (see rereadDue): a stable fraction, between half and all of
-// recheck, taken from a hash of its id. Spreading the periods spreads the
-// re-reads of a fleet whose variables were all read in one cycle over the
-// following cycles, instead of repeating that cycle's cost once a period.
-func RecheckPeriod(variableID string, recheck time.Duration) time.Duration {
+// RecheckAt is the latest instant at or before end (POSIX ms) at which
+// the variable's phase of the recheck period comes round: its slot (one of
+// slots, from a stable hash of its id) times recheck/slots, plus a whole
+// number of periods counted from the Unix epoch. A variable whose last
+// re-read is older is re-read (rereadDue). Every process reckons the same
+// instants from the id and the clock alone, so a daemon, a CronJob's runs
+// and each shard keep the variables of a slot together; variables of one
+// slot are re-read in the same cycle and share its requests, and the slots
+// spread a fleet synced at once over the period. A variable is then
+// re-read once a period, where a period of its own (each between half and
+// all of recheck, as before) re-read it every three quarters of one on
+// average, each time over the lookback and the time since.
+func RecheckAt(variableID string, recheck time.Duration, slots int, end int64) int64 {
+	period := max(recheck.Milliseconds(), 1)
+	slots = max(slots, 1)
+	phase := int64(recheckFraction(variableID)*float64(slots)) * period / int64(slots)
+	return end - floorMod(end-phase, period)
+}
+
+// recheckFraction is a stable hash of a variable's id in [0, 1).
+func recheckFraction(variableID string) float64 {
 	h := fnv.New64a()
 	h.Write([]byte(variableID))
 	// FNV alone spreads ids that differ in a last digit unevenly; a
@@ -251,8 +302,16 @@ func RecheckPeriod(variableID string, recheck time.Duration) time.Duration {
 	x ^= x >> 27
 	x *= 0x94d049bb133111eb
 	x ^= x >> 31
-	frac := float64(x>>11) / float64(1<<53) // [0, 1)
-	return recheck - time.Duration(frac*float64(recheck/2))
+	return float64(x>>11) / float64(1<<53)
+}
+
+// floorMod is a mod m in [0, m) for m > 0, whatever a's sign.
+func floorMod(a, m int64) int64 {
+	r := a % m
+	if r < 0 {
+		r += m
+	}
+	return r
 }
 
 // Group packs targets into requests of at most perRequest variables.

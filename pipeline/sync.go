@@ -147,7 +147,8 @@ func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
 	floor := s.Floor(now)
 	po := PlanOptions{
 		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
-		Shard: s.opts.Shard,
+		VariablesPerRequest: s.opts.Engine.VariablesPerRequest,
+		Shard:               s.opts.Shard,
 	}
 	w := s.newCycleWalk(clk, po, floor)
 	if s.stages.Metadata != nil {

@@ -14,7 +14,8 @@ import (
 // is issue 37's steady state for one active variable: between re-reads of
 // its lookback, each cycle loads its new points and nothing it loaded
 // before; a late point (stamped below the mark) waits for the variable's
-// next re-read, which comes within its recheck period of the last one,
+// next re-read, which comes within idle_recheck of the last one (at its
+// phase of the period),
 // whatever lastActivity means; the re-read loads the lookback again.
 func TestBetweenRereadsACycleLoadsTheNewPointsAloneAndTheReReadLandsTheLatePoint(t *testing.T) {
 	const (
@@ -22,7 +23,12 @@ func TestBetweenRereadsACycleLoadsTheNewPointsAloneAndTheReReadLandsTheLatePoint
 		t0     = int64(1_700_000_000_000)
 	)
 	lookback, recheck := time.Hour, time.Hour
-	period := pipeline.RecheckPeriod("v", recheck).Milliseconds()
+	// The first cycle, at t0+1s, re-reads; the next re-read comes when v's
+	// phase of the hour next comes round, period later.
+	period := pipeline.RecheckAt("v", recheck, 1, t0+1000) + recheck.Milliseconds() - (t0 + 1000)
+	if period < 15*minute || period > recheck.Milliseconds() {
+		t.Fatalf("v's next re-read %d ms after the first: the cycles between need at least 15 minutes", period)
+	}
 	for _, rd := range lastActivityReadings {
 		for _, skipIdle := range []bool{false, true} {
 			src := &pipelinetest.Source{}

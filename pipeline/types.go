@@ -102,8 +102,9 @@ type Mark struct {
 	// RecheckedMs is the end of the last re-read: the last complete read
 	// that started at min(HwmMs - lookback, RereadMs) of the mark it was
 	// planned with. Between re-reads a cycle reads only the points after
-	// the mark (Target.Tail); once RecheckedMs is the variable's recheck
-	// period old (RecheckPeriod), the variable is re-read. 0 when unknown:
+	// the mark (Target.Tail); once RecheckedMs is idle_recheck old, or the
+	// variable's phase of the period came since (RecheckAt), the variable
+	// is re-read. 0 when unknown:
 	// a variable never re-read, whose next read is a re-read, or a mark
 	// written before it existed, whose CheckedMs stands in (every complete
 	// read was a re-read then). 1 asks for a re-read in the next cycle (a
