@@ -57,7 +57,7 @@ func TestRequestsShareStartsOnlyWithinEachTargetsSlack(t *testing.T) {
 	reqs := Group(targets, 50)
 	for _, q := range reqs {
 		for _, tg := range q.targets {
-			if q.start > tg.start || tg.start-q.start > max((end-tg.start)/8, minSlack) {
+			if w := end - tg.start; q.start > tg.start || tg.start-q.start > max(w/8, min(w, minSlack)) {
 				t.Fatalf("a request from %d carries a target starting at %d, %d ms below its own start (window %d ms)", q.start, tg.start, tg.start-q.start, end-tg.start)
 			}
 		}

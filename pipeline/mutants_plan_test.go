@@ -38,18 +38,31 @@ func TestPlanReadsAMarkWhoseLookbackBeginsNowFromNow(t *testing.T) {
 }
 
 func TestGroupSharesARequestWhoseStartIsExactlyATargetsSlackAway(t *testing.T) {
-	// Short windows: a slack of minSlack. b starts exactly that far after
-	// a and shares its request; c, a millisecond further, does not.
-	state := func(id string, start int64) *targetState {
-		return &targetState{Target: Target{Variable: Variable{ID: id}}, start: start, end: 100_000}
+	// Windows of a few minutes: a slack of minSlack. b starts exactly that
+	// far after a and shares its request; c, a millisecond further, does
+	// not.
+	state := func(id string, start, end int64) *targetState {
+		return &targetState{Target: Target{Variable: Variable{ID: id}}, start: start, end: end}
 	}
-	reqs := Group([]*targetState{state("a", 0), state("b", minSlack)}, 10)
+	reqs := Group([]*targetState{state("a", 0, 200_000), state("b", minSlack, 200_000)}, 10)
 	if len(reqs) != 1 || len(reqs[0].targets) != 2 || reqs[0].start != 0 {
 		t.Errorf("a and b: %d requests, want one from 0", len(reqs))
 	}
-	reqs = Group([]*targetState{state("a", 0), state("c", minSlack+1)}, 10)
+	reqs = Group([]*targetState{state("a", 0, 200_000), state("c", minSlack+1, 200_000)}, 10)
 	if len(reqs) != 2 {
 		t.Errorf("a and c: %d requests, want 2", len(reqs))
+	}
+	// Windows shorter than minSlack: a slack of the window itself. d's
+	// window of 5 s starts 5 s after a's start and shares; e's, 1 ms
+	// further, does not (it would be served more than twice its window).
+	const end = 100_000
+	reqs = Group([]*targetState{state("a", 0, end), state("d", end/2, end)}, 10)
+	if len(reqs) != 1 || len(reqs[0].targets) != 2 {
+		t.Errorf("a and d: %d requests, want one", len(reqs))
+	}
+	reqs = Group([]*targetState{state("a", 0, end), state("e", end/2+1, end)}, 10)
+	if len(reqs) != 2 {
+		t.Errorf("a and e: %d requests, want 2", len(reqs))
 	}
 }
 

@@ -318,7 +318,7 @@ func floorMod(a, m int64) int64 {
 // Targets are sorted by window start, and a request's window starts at
 // its first target's: a target joins it only when that start lies within
 // the target's own slack, an eighth of its window (a minute for short
-// ones). So a variable is served at most an eighth more of its own
+// ones, at most the window itself). So a variable is served at most an eighth more of its own
 // history, never a neighbour's longer window (a variable without a mark
 // reads from the retention floor; its active neighbours read their
 // lookbacks), and windows of close starts still share a request. The
@@ -360,11 +360,16 @@ func Group(targets []*targetState, perRequest int) []*request {
 }
 
 // minSlack is the least a target's window may be widened by to share a
-// request (see Group).
+// request (see Group), unless the window is shorter.
 const minSlack = 60_000
 
 // slack is how far below its own start a target may be read so as to share
-// a request: an eighth of its window, a minute at least.
+// a request: an eighth of its window, or a minute or the whole window if
+// that is shorter. A short window (a cycle's new points under a fast
+// schedule) is at most doubled: a neighbour read from a minute back (a
+// variable that reports rarely) would otherwise serve it many times its
+// own rows in every cycle that neighbour is read.
 func slack(t *targetState) int64 {
-	return max((t.end-t.start)/8, minSlack)
+	w := t.end - t.start
+	return max(w/8, min(w, minSlack))
 }

@@ -24,6 +24,7 @@ mutations=(
   'merge|pipeline/marks.go|s/\t\t\tw\.RereadMs, w\.LookbackMs = l\.RereadMs, l\.LookbackMs\n//'
   'crosslookback|pipeline/marks.go|s/if l\.RereadMs != 0 && l\.RereadMs >= w\.RereadMs && .*\{\n\t\t\tw\.RereadMs, w\.LookbackMs = l\.RereadMs, l\.LookbackMs\n/{\n\t\t\tw.RereadMs = max(w.RereadMs, l.RereadMs)\n/'
   'onelookback|pipeline/marks.go|s/if w\.LookbackMs > 0 && l\.LookbackMs > 0 \{/if w.LookbackMs > 0 \&\& w.LookbackMs == l.LookbackMs {/'
+  'phase|pipeline/plan.go|s/period := max\(recheck\.Milliseconds\(\), 1\)/period := 2 * max(recheck.Milliseconds(), 1)/'
   'paidpast|pipeline/plan.go|s/return max\(windowFrom\(m, ok, lookbackMs\), min\(m\.HwmMs-lookbackMs, end\+1\)\)/return m.HwmMs - lookbackMs/'
   'rollup|load/analyst/analyst.go|s/lo, hi = min\(lo, d\.SentMinTs\)/lo, hi = d.SentMinTs/'
   'loaded|load/analyst/analyst.go|s/Loaded: d\.Points > 0 && d\.MaxTs == hi/Loaded: d.Points > 0/'
@@ -43,6 +44,7 @@ describe() {
   merge) echo "the merge keeps the winner's reread, not the greater (marks.go MergeMark)" ;;
   crosslookback) echo "the merge keeps the greater reread across lookbacks, unlowered (marks.go MergeMark at 595bd41)" ;;
   onelookback) echo "the merge keeps the winner's reread across lookbacks (marks.go MergeMark at 19737ae)" ;;
+  phase) echo "a variable's phase comes round every two idle_recheck (plan.go RecheckAt)" ;;
   paidpast) echo "a re-read pays what its mark owed past its end (plan.go rereadOf)" ;;
   rollup) echo "the rollup range not widened to From (load/analyst RangeOf)" ;;
   loaded) echo "a range ending on a failed row marked Loaded (load/analyst RangeOf)" ;;
