@@ -84,6 +84,14 @@ type MarkFunc func(t Target, o Outcome) (m Mark, ok bool)
 // lastActivity past the read's end is not recorded (the previous one is
 // kept): it may stand for a point the read stopped short of, and recording
 // it would let the next cycle skip the variable.
+//
+// A read after the mark that found nothing though lastActivity moved
+// records it as any other read does: what moved it lies at or below the
+// mark (a late point, under the readings where a late write moves it),
+// which the variable's re-read finds within idle_recheck, as it finds the
+// late points that move nothing. Asking for a re-read in the next cycle
+// instead landed such a point sooner, at a re-read's share of a request
+// each time, which a live fleet with late points paid in every cycle.
 func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 	la := t.Variable.LastActivityMs
 	if la > t.End {
@@ -99,14 +107,6 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 		if started <= t.Start {
 			started = 0
 		}
-		if la != t.Mark.LastActivityMs && o.MaxTs == 0 && o.FutureMs == 0 {
-			// lastActivity moved, yet nothing was written after the mark:
-			// what moved it lies at or below the mark (a late point, under
-			// the readings where a late write moves it). The next cycle
-			// re-reads, and until then the old lastActivity keeps the
-			// variable lagging in status and from being skipped as idle.
-			rechecked, la = rereadAsked, t.Mark.LastActivityMs
-		}
 	}
 	return Mark{
 		VariableID:     t.Variable.ID,
@@ -120,10 +120,6 @@ func IncrementalMark(t Target, o Outcome) (Mark, bool) {
 		UpdatedAt:      time.Now().UTC(),
 	}, true
 }
-
-// rereadAsked is the RecheckedMs of a mark whose next read must be a
-// re-read: the earliest instant a mark can record, as old as can be.
-const rereadAsked = 1
 
 // BackfillMark is the MarkFunc of a backfill whose reads start no lower
 // than floor: a mark moves only where the backfill joined up with what the

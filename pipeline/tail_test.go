@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -111,20 +112,28 @@ func TestBetweenRereadsACycleLoadsTheNewPointsAloneAndTheReReadLandsTheLatePoint
 	}
 }
 
-// TestAReadAfterTheMarkThatFindsNothingThoughLastActivityMovedAsksForAReRead:
+// TestAReadAfterTheMarkThatFindsNothingLeavesTheLatePointToTheReread:
 // under the reading where every write moves lastActivity, a late point's
-// write moves it; the read after the mark finds nothing new, so what moved
-// it lies at or below the mark. The variable stays lagging (its old
-// lastActivity is kept) and the next cycle re-reads it, which lands the
-// point. Where lastActivity is the newest point's timestamp, a late point
-// does not move it, and the point waits for the periodic re-read.
-func TestAReadAfterTheMarkThatFindsNothingThoughLastActivityMovedAsksForAReRead(t *testing.T) {
+// write moves it; the read after the mark finds nothing new (what moved it
+// lies at or below the mark) and records the new lastActivity, so the
+// cycles after it skip the variable as idle: the point waits for the
+// variable's re-read, within idle_recheck, as under the reading where a
+// late point moves nothing. A re-read asked for the next cycle would land
+// it sooner, at a re-read's request share each time, which a live fleet
+// with late points pays in nearly every cycle (benchmark section 11).
+func TestAReadAfterTheMarkThatFindsNothingLeavesTheLatePointToTheReread(t *testing.T) {
 	const (
 		minute = int64(60_000)
 		t0     = int64(1_700_000_000_000)
 	)
 	lookback, recheck := time.Hour, time.Hour
 	floor := t0 - 100*time.Hour.Milliseconds()
+	// The first cycle, at t0+1s, re-reads; v's phase of the hour (one slot)
+	// next comes round at rereadAt.
+	rereadAt := pipeline.RecheckAt("v", recheck, 1, t0) + recheck.Milliseconds()
+	if rereadAt-t0 < 20*minute || rereadAt-t0 > recheck.Milliseconds() {
+		t.Fatalf("v's next re-read %d ms after t0: the test needs the cycles between", rereadAt-t0)
+	}
 	for _, everyWrite := range []bool{true, false} {
 		src := &pipelinetest.Source{}
 		w := &pipelinetest.Writer{}
@@ -133,46 +142,54 @@ func TestAReadAfterTheMarkThatFindsNothingThoughLastActivityMovedAsksForAReRead(
 			src.Add("v", pipeline.Point{TsMs: ts, Value: 1, Context: []byte("{}")})
 		}
 		v := pipeline.Variable{ID: "v", DeviceID: "d", LastActivityMs: t0}
-		// cycle runs one cycle and returns its target, Tail set to say it
-		// was skipped as idle when it planned none.
-		cycle := func(now int64) pipeline.Target {
+		// cycle runs one cycle and says what it did: "idle", "tail" or
+		// "reread".
+		cycle := func(now int64) string {
 			t.Helper()
 			marks, _ := st.Load(context.Background())
 			targets, skipped := pipeline.Plan([]pipeline.Variable{v}, marks, pipeline.PlanOptions{Lookback: lookback, Floor: floor, End: now, SkipIdle: true, IdleRecheck: recheck})
 			if skipped == 1 {
-				return pipeline.Target{Tail: true}
+				return "idle"
 			}
 			if res := runCycle(t, src, st, w, targets, 1000); len(res.Failed) > 0 {
 				t.Fatalf("cycle at %d failed: %v", now, res.Failed)
 			}
-			return targets[0]
+			return map[bool]string{true: "tail", false: "reread"}[targets[0].Tail]
 		}
-		lag := func(now int64) time.Duration {
-			return pipeline.Lag([]pipeline.Variable{v}, st.Marks(), floor, now)[0].Lag
+		if got := cycle(t0 + 1000); got != "reread" {
+			t.Fatalf("every write %v: the first cycle did a %s, want a re-read", everyWrite, got)
 		}
-		cycle(t0 + 1000)
-		late := t0 - 30*minute
-		src.Add("v", pipeline.Point{TsMs: late - 500, Value: 2, Context: []byte("{}")})
+		late := t0 - 30*minute - 500
+		src.Add("v", pipeline.Point{TsMs: late, Value: 2, Context: []byte("{}")})
 		if everyWrite {
 			v.LastActivityMs = t0 + 2*minute
 		}
-		if tg := cycle(t0 + 5*minute); !tg.Tail {
-			t.Fatalf("every write %v: the cycle after the late write re-read; want a read after the mark, or none (the last re-read is 5 min old)", everyWrite)
+		var did []string
+		now := t0 + 1000
+		for now+5*minute < rereadAt {
+			now += 5 * minute
+			did = append(did, cycle(now))
+			if _, landed := w.Row("v", late); landed {
+				t.Fatalf("every write %v: the late point landed at %+d ms, before the re-read, by a read after the mark (%v)", everyWrite, now-t0, did)
+			}
 		}
-		m := st.Marks()["v"]
-		switch {
-		case everyWrite && (m.RecheckedMs != 1 || lag(t0+6*minute) == 0):
-			t.Fatalf("every write: a read after the mark found nothing though lastActivity moved: mark %+v, lag %v; want a re-read asked (RecheckedMs 1) and the variable lagging", m, lag(t0+6*minute))
-		case !everyWrite && m.RecheckedMs != t0+1000:
-			t.Fatalf("newest timestamp: mark %+v; want the last re-read kept (%d): nothing says a point is missing", m, t0+1000)
+		// Under every write, one read after the mark (it found nothing and
+		// recorded the lastActivity), then idle; otherwise idle throughout.
+		want := "idle"
+		if everyWrite {
+			want = "tail"
 		}
-		tg := cycle(t0 + 10*minute)
-		_, landed := w.Row("v", late-500)
-		if everyWrite && (tg.Tail || !landed || lag(t0+11*minute) != 0) {
-			t.Fatalf("every write: the cycle after the empty read: tail %v, late point landed %v, lag %v; want the re-read to land it and the lag to clear", tg.Tail, landed, lag(t0+11*minute))
+		if did[0] != want || slices.ContainsFunc(did[1:], func(d string) bool { return d != "idle" }) {
+			t.Fatalf("every write %v: the cycles before the re-read did %v; want a %s, then idle", everyWrite, did, want)
 		}
-		if !everyWrite && landed {
-			t.Fatalf("newest timestamp: the late point landed before the re-read, with nothing to say it existed")
+		if m := st.Marks()["v"]; m.RecheckedMs != t0+1000 || m.LastActivityMs != v.LastActivityMs {
+			t.Fatalf("every write %v: mark %+v before the re-read; want the last re-read (%d) and lastActivity (%d) recorded", everyWrite, m, t0+1000, v.LastActivityMs)
+		}
+		if got := cycle(now + 5*minute); got != "reread" {
+			t.Fatalf("every write %v: the cycle after v's phase came round did a %s, want a re-read", everyWrite, got)
+		}
+		if _, landed := w.Row("v", late); !landed {
+			t.Fatalf("every write %v: the re-read did not land the late point", everyWrite)
 		}
 	}
 }

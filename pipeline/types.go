@@ -102,13 +102,13 @@ type Mark struct {
 	// RecheckedMs is the end of the last re-read: the last complete read
 	// that started at min(HwmMs - lookback, RereadMs) of the mark it was
 	// planned with. Between re-reads a cycle reads only the points after
-	// the mark (Target.Tail); once RecheckedMs is idle_recheck old, or the
-	// variable's phase of the period came since (RecheckAt), the variable
-	// is re-read. 0 when unknown:
-	// a variable never re-read, whose next read is a re-read, or a mark
+	// the mark (Target.Tail); once the variable's phase of idle_recheck
+	// came round since (RecheckAt), at the latest once RecheckedMs is
+	// idle_recheck old, the variable is re-read. 0 when unknown: a
+	// variable never re-read, whose next read is a re-read, or a mark
 	// written before it existed, whose CheckedMs stands in (every complete
-	// read was a re-read then). 1 asks for a re-read in the next cycle (a
-	// read after the mark found nothing though lastActivity moved).
+	// read was a re-read then). The 1 that earlier versions wrote to ask
+	// for a re-read in the next cycle gets one: it is long past.
 	RecheckedMs int64
 	// LookbackMs is the sync.lookback RereadMs was reckoned under: a debt
 	// says which points written later are no longer promised, and that
