@@ -138,7 +138,7 @@ func (b *bench) targets() []target {
 		// Beside the changed variables, the slot of re-reads whose phase of
 		// idle_recheck came in the seconds since the sync (about a request's
 		// worth of variables; pipeline.RecheckAt).
-		per := b.o.tune.VariablesPerRequest
+		per := max(b.o.tune.VariablesPerRequest, 1)
 		want := (b.incrChanged + per + per - 1) / per
 		add(fmt.Sprintf("1 %% changed: data requests only for the %d changed variables and a slot of re-reads due since the sync, %d per request (≤ %d)", b.incrChanged, per, want),
 			f.max() <= float64(want), true, "%.0f", f.max())
@@ -147,8 +147,8 @@ func (b *bench) targets() []target {
 	// came since are due (pipeline.RecheckAt): at most the slots of the
 	// few seconds between, a request or two, never more than the share of
 	// the fleet an average cycle of the defaults re-reads (a twelfth).
-	vars := b.o.sizes.incrDevices * b.o.sizes.incrVars
-	share := (vars/12 + b.o.tune.VariablesPerRequest - 1) / b.o.tune.VariablesPerRequest
+	perRequest := max(b.o.tune.VariablesPerRequest, 1)
+	share := (b.o.sizes.incrDevices*b.o.sizes.incrVars/12 + perRequest - 1) / perRequest
 	if f := b.find("idle-data"); f != nil {
 		add(fmt.Sprintf("idle cycle right after a sync: data requests ≤ a twelfth of the fleet's (%d)", share), f.max() <= float64(share), true, "%.0f", f.max())
 	} else {
