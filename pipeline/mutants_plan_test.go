@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -88,5 +89,34 @@ func TestARereadOfAMarkAheadOfItsEndOwesWhatLiesPastTheEnd(t *testing.T) {
 		if len(got) != 1 || got[0].Tail || got[0].Reread != c.want {
 			t.Errorf("%s: targets %+v, want a re-read whose Reread is %d", c.name, got, c.want)
 		}
+	}
+}
+
+// The re-read slots of a shard are one per VariablesPerRequest of the
+// variables it holds, not of the whole chunk walked: with the others
+// counted, a shard's slot would hold a fraction of a request's variables,
+// and its re-reads would spread over that many more requests.
+func TestRecheckSlotsCountTheVariablesTheShardHolds(t *testing.T) {
+	vars := make([]Variable, 1000)
+	for i := range vars {
+		vars[i] = Variable{ID: fmt.Sprintf("var%05d", i)}
+	}
+	shard := Shard{Index: 1, Count: 4}
+	held := 0
+	for _, v := range vars {
+		if shard.Holds(v.ID) {
+			held++
+		}
+	}
+	if held == 0 || held == len(vars) {
+		t.Fatalf("shard 1 of 4 holds %d of %d variables", held, len(vars))
+	}
+	o := PlanOptions{VariablesPerRequest: 10, Shard: shard}
+	if got, want := recheckSlots(vars, o), (held+9)/10; got != want {
+		t.Errorf("%d slots for the %d variables shard 1 of 4 holds, want %d", got, held, want)
+	}
+	o.VariablesPerRequest = 0 // 50, the engine's default
+	if got, want := recheckSlots(vars, o), (held+49)/50; got != want {
+		t.Errorf("%d slots with the default variables per request, want %d", got, want)
 	}
 }
