@@ -19,6 +19,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/fleetsync/fleetsync/extract/fleetsim"
+	"github.com/fleetsync/fleetsync/pipeline"
 )
 
 // counter sums fleetsim's counters whose key contains every one of subs.
@@ -38,6 +39,28 @@ next:
 
 // dataRequests counts the API's data requests (raw series and counts).
 func (w *world) dataRequests() int { return w.counter("/api/v1.6/") }
+
+// rereadPhaseCame says whether the re-read phase of one of the fleet's
+// variables came round in (from, to] under idle_recheck recheck and
+// variables_per_request perRequest (pipeline.RecheckAt; one slot per
+// perRequest variables, all in one chunk of one shard): a cycle ending
+// after it re-reads that slot's variables, however soon after a complete
+// cycle it runs.
+func (w *world) rereadPhaseCame(from, to time.Time, recheck time.Duration, perRequest int) bool {
+	var ids []string
+	for _, d := range w.sim.Devices() {
+		for _, v := range d.Variables {
+			ids = append(ids, v.ID)
+		}
+	}
+	slots := (len(ids) + perRequest - 1) / perRequest
+	for _, id := range ids {
+		if pipeline.RecheckAt(id, recheck, slots, to.UnixMilli()) > from.UnixMilli() {
+			return true
+		}
+	}
+	return false
+}
 
 // allRequests counts every API request.
 func (w *world) allRequests() int { return w.counter("/api/") }
