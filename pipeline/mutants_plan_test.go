@@ -54,7 +54,7 @@ func TestGroupSharesARequestWhoseStartIsExactlyATargetsSlackAway(t *testing.T) {
 		t.Errorf("a and c: %d requests, want 2", len(reqs))
 	}
 	// Windows shorter than minSlack: a slack of the window itself. d's
-	// window of 5 s starts 5 s after a's start and shares; e's, 1 ms
+	// window of 50 s starts 50 s after a's start and shares; e's, 1 ms
 	// further, does not (it would be served more than twice its window).
 	const end = 100_000
 	reqs = Group([]*targetState{state("a", 0, end), state("d", end/2, end)}, 10)
@@ -118,5 +118,20 @@ func TestRecheckSlotsCountTheVariablesTheShardHolds(t *testing.T) {
 	o.VariablesPerRequest = 0 // 50, the engine's default
 	if got, want := recheckSlots(vars, o), (held+49)/50; got != want {
 		t.Errorf("%d slots with the default variables per request, want %d", got, want)
+	}
+}
+
+// A cycle's plan takes its slots' size from the engine's requests: with
+// the options the Syncer builds, 1,000 variables at 10 a request fall in
+// 100 slots, not in the 20 of the default 50.
+func TestACyclesPlanSizesItsRecheckSlotsByTheEnginesRequests(t *testing.T) {
+	vars := make([]Variable, 1000)
+	for i := range vars {
+		vars[i] = Variable{ID: fmt.Sprintf("var%05d", i)}
+	}
+	s := NewSyncer(nil, nil, Stages{}, nil, SyncOptions{Engine: EngineOptions{VariablesPerRequest: 10}, IdleRecheck: time.Hour}, nil, nil)
+	now := time.UnixMilli(1_700_000_000_000)
+	if got := recheckSlots(vars, s.planOptions(now, 1)); got != 100 {
+		t.Errorf("%d slots for 1,000 variables at 10 a request, want 100", got)
 	}
 }

@@ -276,8 +276,9 @@ func idle(v Variable, m Mark, o PlanOptions) bool {
 // slots, from a stable hash of its id) times recheck/slots, plus a whole
 // number of periods counted from the Unix epoch. A variable whose last
 // re-read is older is re-read (rereadDue). Every process reckons the same
-// instants from the id and the clock alone, so a daemon, a CronJob's runs
-// and each shard keep the variables of a slot together; variables of one
+// instants from the id, the clock and the slot count (the planned part of
+// the fleet's size and variables_per_request), so a daemon, a CronJob's
+// runs and each shard keep the variables of a slot together; variables of one
 // slot are re-read in the same cycle and share its requests, and the slots
 // spread a fleet synced at once over the period. A variable is then
 // re-read once a period, where a period of its own (each between half and

@@ -141,16 +141,21 @@ func (s *Syncer) Cycle(ctx context.Context) (Summary, error) {
 	return sum, err
 }
 
-func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
-	clk := s.newStageClock()
-	defer clk.observe()
-	floor := s.Floor(now)
-	po := PlanOptions{
+// planOptions are the windows of a cycle at now with the retention floor
+// floor, as the Syncer's options shape them.
+func (s *Syncer) planOptions(now time.Time, floor int64) PlanOptions {
+	return PlanOptions{
 		Lookback: s.opts.Lookback, Floor: floor, End: now.UnixMilli(), SkipIdle: s.opts.SkipIdle, IdleRecheck: s.opts.IdleRecheck,
 		VariablesPerRequest: s.opts.Engine.VariablesPerRequest,
 		Shard:               s.opts.Shard,
 	}
-	w := s.newCycleWalk(clk, po, floor)
+}
+
+func (s *Syncer) cycle(ctx context.Context, now time.Time, sum *Summary) error {
+	clk := s.newStageClock()
+	defer clk.observe()
+	floor := s.Floor(now)
+	w := s.newCycleWalk(clk, s.planOptions(now, floor), floor)
 	if s.stages.Metadata != nil {
 		if err := clk.run(ctx, StageMetadata, func(ctx context.Context) (err error) {
 			w.meta, err = s.stages.Metadata.BeginSnapshot(ctx, !s.opts.Scope.Empty(), now)
