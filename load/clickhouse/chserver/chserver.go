@@ -95,6 +95,9 @@ type Server struct {
 	probe *tls.Config
 	users map[string]string
 	ports *portPool
+	// ddlDeaths counts the deaths of the server's distributed DDL thread
+	// Cluster.HealDDLWorkers has restarted it for.
+	ddlDeaths int
 
 	mu   sync.Mutex
 	proc *process

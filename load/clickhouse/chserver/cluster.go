@@ -58,6 +58,8 @@ type Cluster struct {
 	// names are the {replica} macros of servers that replaced others
 	// (ReplaceServer), by shard and replica.
 	names map[[2]int]string
+	// healMu serializes HealDDLWorkers.
+	healMu sync.Mutex
 }
 
 // StartCluster starts ZooKeeper, then every server at once, and waits until
@@ -528,4 +530,48 @@ func (c *Cluster) Stop() error {
 		errs = append(errs, c.zk.Stop())
 	}
 	return errors.Join(errs...)
+}
+
+// ddlWorkerDied is what 18.16 logs when its distributed DDL thread gives
+// up for good: two replicas of a shard racing for an ALTER ... ON CLUSTER
+// of a replicated table can both execute it, and the second one's
+// "executed" node then exists (ZooKeeper error 999, "Node exists"). The
+// server keeps running, but every later ON CLUSTER statement waits for it
+// until its timeout; a restart brings the thread back.
+const ddlWorkerDied = "DDLWorker: Unexpected ZooKeeper error"
+
+// HealDDLWorkers restarts, by PID, each running server whose distributed
+// DDL thread died since the last call (see ddlWorkerDied; a server's error
+// log is read for it), and returns their addresses. A test calls it before
+// it starts, so that one test's race inside ClickHouse does not fail every
+// test after it, and after an ON CLUSTER statement failed, to tell that
+// failure from its own.
+func (c *Cluster) HealDDLWorkers(ctx context.Context) ([]string, error) {
+	c.healMu.Lock()
+	defer c.healMu.Unlock()
+	var healed []string
+	for _, shard := range c.Nodes {
+		for _, n := range shard {
+			if n == nil || n.PID() == 0 {
+				continue
+			}
+			log, err := os.ReadFile(filepath.Join(n.Dir(), "log", "server.err.log"))
+			if err != nil {
+				continue // no error log yet: nothing died
+			}
+			deaths := strings.Count(string(log), ddlWorkerDied)
+			if deaths <= n.ddlDeaths {
+				continue
+			}
+			n.ddlDeaths = deaths
+			if err := n.Kill(); err != nil {
+				return healed, fmt.Errorf("restart %s, whose DDL worker died: %w", n.Addr(), err)
+			}
+			if err := c.Resume(ctx, n); err != nil {
+				return healed, fmt.Errorf("restart %s, whose DDL worker died: %w", n.Addr(), err)
+			}
+			healed = append(healed, n.Addr())
+		}
+	}
+	return healed, nil
 }

@@ -5,6 +5,8 @@ package chserver
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -109,6 +111,33 @@ func TestClusterReplicatesWithinAShardAndRunsDDLOnEveryNode(t *testing.T) {
 	var viaDist uint64
 	if err := conn(c.Nodes[1][1].Addr()).QueryRow(ctx, "SELECT count() FROM t.x").Scan(&viaDist); err != nil || viaDist != 100 {
 		t.Errorf("through the Distributed table on another node: %d rows (%v), want 100", viaDist, err)
+	}
+
+	// HealDDLWorkers restarts the server whose error log says its DDL
+	// worker died (the line is written here as 18.16 writes it), once,
+	// and the cluster runs ON CLUSTER statements after it.
+	if healed, err := c.HealDDLWorkers(ctx); err != nil || len(healed) != 0 {
+		t.Fatalf("healed %v (%v) on a cluster whose DDL workers all run", healed, err)
+	}
+	sick := c.Nodes[1][0]
+	pid := sick.PID()
+	f, err := os.OpenFile(filepath.Join(sick.Dir(), "log", "server.err.log"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintf(f, "2026.12.07 15:05:34.423445 [ 3 ] {} <Error> %s: Code: 999, e.displayText() = Coordination::Exception: Node exists\n", ddlWorkerDied); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	healed, err := c.HealDDLWorkers(ctx)
+	if err != nil || len(healed) != 1 || healed[0] != sick.Addr() || sick.PID() == 0 || sick.PID() == pid {
+		t.Fatalf("healed %v (%v), pid %d then %d; want %s restarted", healed, err, pid, sick.PID(), sick.Addr())
+	}
+	if healed, err := c.HealDDLWorkers(ctx); err != nil || len(healed) != 0 {
+		t.Fatalf("healed %v (%v) again for the same death", healed, err)
+	}
+	if err := conn(c.Nodes[0][0].Addr()).Exec(ctx, "CREATE TABLE IF NOT EXISTS t.y ON CLUSTER fleet (k String) ENGINE = Memory"); err != nil {
+		t.Fatalf("an ON CLUSTER statement after the restart: %v", err)
 	}
 }
 

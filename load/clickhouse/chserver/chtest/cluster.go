@@ -31,6 +31,15 @@ func Cluster(tb testing.TB) *chserver.Cluster {
 			}
 		}
 	}
+	// Nor a server whose DDL worker an earlier test's ALTER ... ON CLUSTER
+	// left dead (a race inside ClickHouse 18.16, see HealDDLWorkers).
+	healed, err := c.HealDDLWorkers(context.Background())
+	if err != nil {
+		tb.Fatalf("restart the test cluster's servers whose DDL worker died: %v", err)
+	}
+	if len(healed) > 0 {
+		tb.Logf("restarted %v: ClickHouse's DDL worker had died there in an earlier test", healed)
+	}
 	return c
 }
 
