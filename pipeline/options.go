@@ -55,12 +55,16 @@ type EngineOptions struct {
 	Turns func(name string) func()
 }
 
+// defaultVariablesPerRequest is EngineOptions.VariablesPerRequest when
+// unset; the plan's re-read slots are sized by the same number.
+const defaultVariablesPerRequest = 50
+
 func (o *EngineOptions) defaults() {
 	if o.RowsPerRequest <= 0 {
 		o.RowsPerRequest = 10000
 	}
 	if o.VariablesPerRequest <= 0 {
-		o.VariablesPerRequest = 50
+		o.VariablesPerRequest = defaultVariablesPerRequest
 	}
 	if o.MaxInFlight <= 0 {
 		o.MaxInFlight = 4

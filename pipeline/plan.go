@@ -69,10 +69,10 @@ type PlanOptions struct {
 	// until then a cycle reads only its points after the mark, and under
 	// SkipIdle only when its lastActivity moved or a point it saw stamped
 	// ahead fell due. A late point (stamped at or below the mark) waits for
-	// the re-read, which the contract allows. A variable is re-read
-	// sooner, at its phase of the period (RecheckAt), so that a fleet
-	// synced at once is not re-read at once, and variables whose phases
-	// share a slot share re-read requests. 0 means a re-read every cycle.
+	// the re-read, which the contract allows. The re-read comes at the
+	// variable's slot's instant of the period (RecheckAt), so that a fleet
+	// synced at once is not re-read at once, and the variables of a slot
+	// share re-read requests. 0 means a re-read every cycle.
 	IdleRecheck time.Duration
 	// VariablesPerRequest is how many variables share a raw-series request
 	// (EngineOptions.VariablesPerRequest; 0 means 50): the phases of a
@@ -240,7 +240,7 @@ func rereadDue(v Variable, m Mark, ok bool, o PlanOptions) bool {
 func recheckSlots(vars []Variable, o PlanOptions) int {
 	per := o.VariablesPerRequest
 	if per <= 0 {
-		per = 50
+		per = defaultVariablesPerRequest
 	}
 	n := 0
 	for _, v := range vars {
@@ -280,10 +280,10 @@ func idle(v Variable, m Mark, o PlanOptions) bool {
 // the fleet's size and variables_per_request), so a daemon, a CronJob's
 // runs and each shard keep the variables of a slot together; variables of one
 // slot are re-read in the same cycle and share its requests, and the slots
-// spread a fleet synced at once over the period. A variable is then
-// re-read once a period, where a period of its own (each between half and
-// all of recheck, as before) re-read it every three quarters of one on
-// average, each time over the lookback and the time since.
+// spread a fleet synced at once over the period. Each variable is re-read
+// once a period (sooner only after a re-read off its instant, such as its
+// first, or when the slots change): every re-read reads the lookback and
+// the time since the last one again.
 func RecheckAt(variableID string, recheck time.Duration, slots int, end int64) int64 {
 	period := max(recheck.Milliseconds(), 1)
 	slots = max(slots, 1)
@@ -318,9 +318,10 @@ func floorMod(a, m int64) int64 {
 // Group packs targets into requests of at most perRequest variables.
 // Targets are sorted by window start, and a request's window starts at
 // its first target's: a target joins it only when that start lies within
-// the target's own slack, an eighth of its window (a minute for short
-// ones, at most the window itself). So a variable is served at most an eighth more of its own
-// history, never a neighbour's longer window (a variable without a mark
+// the target's own slack (see slack: an eighth of its window, a minute for
+// shorter ones, never more than the window). So a variable is served a
+// little more of its own history, never a neighbour's longer window (a
+// variable without a mark
 // reads from the retention floor; its active neighbours read their
 // lookbacks), and windows of close starts still share a request. The
 // request's end is the latest of its targets' (they share one in a cycle
